@@ -1,0 +1,213 @@
+// `ringreduce bench`; see bench.h.
+#include "cli/bench.h"
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <stdexcept>
+#include <vector>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "kernels/dtype.h"
+#include "kernels/reduce.h"
+
+namespace rr::cli {
+namespace {
+
+struct FreeDeleter {
+  void operator()(void* p) const { std::free(p); }
+};
+using Buffer = std::unique_ptr<uint8_t, FreeDeleter>;
+
+Buffer allocate(size_t bytes) {
+  void* p = nullptr;
+  if (posix_memalign(&p, 64, std::max<size_t>(bytes, 64)) != 0) throw std::bad_alloc();
+  std::memset(p, 0, std::max<size_t>(bytes, 64));
+  return Buffer(static_cast<uint8_t*>(p));
+}
+
+// Input of `rank` at element i: small integers, so every dtype and every reduction order
+// gives the exact same result (sums stay below 5n, products are powers of two below 2^n).
+double inputValue(int rank, size_t i, rr_op_t op) {
+  if (op == RR_PROD) return (i + static_cast<size_t>(rank)) % 3 == 0 ? 2.0 : 1.0;
+  return static_cast<double>((i * 7 + static_cast<size_t>(rank) * 3) % 5 + 1);
+}
+
+void store(uint8_t* p, size_t i, rr_dtype_t dtype, double v) {
+  switch (dtype) {
+    case RR_FLOAT32: { float x = static_cast<float>(v); std::memcpy(p + 4 * i, &x, 4); break; }
+    case RR_FLOAT64: std::memcpy(p + 8 * i, &v, 8); break;
+    case RR_FLOAT16: { uint16_t x = floatToFp16(static_cast<float>(v)); std::memcpy(p + 2 * i, &x, 2); break; }
+    case RR_BFLOAT16: { uint16_t x = floatToBf16(static_cast<float>(v)); std::memcpy(p + 2 * i, &x, 2); break; }
+    case RR_INT8: case RR_UINT8: p[i] = static_cast<uint8_t>(static_cast<int>(v)); break;
+    case RR_INT32: case RR_UINT32: { uint32_t x = static_cast<uint32_t>(v); std::memcpy(p + 4 * i, &x, 4); break; }
+    case RR_INT64: case RR_UINT64: { uint64_t x = static_cast<uint64_t>(v); std::memcpy(p + 8 * i, &x, 8); break; }
+  }
+}
+
+void fill(uint8_t* p, size_t count, rr_dtype_t dtype, int rank, rr_op_t op) {
+  for (size_t i = 0; i < count; ++i) store(p, i, dtype, inputValue(rank, i, op));
+}
+
+struct Shape {
+  size_t sendCount, recvCount, count;  // count: the `count` argument of the call
+  double busFactor;
+};
+
+Shape shapeOf(const std::string& coll, size_t elems, int n) {
+  const size_t nn = static_cast<size_t>(n);
+  if (coll == "allreduce") return {elems, elems, elems, 2.0 * (n - 1) / n};
+  if (coll == "broadcast") return {elems, elems, elems, 1.0};
+  if (coll == "allgather") return {elems / nn, elems / nn * nn, elems / nn, double(n - 1) / n};
+  return {elems / nn * nn, elems / nn, elems / nn, double(n - 1) / n};  // reduce_scatter
+}
+
+rr_result_t call(rr_comm_t comm, const BenchOptions& o, const Shape& s, uint8_t* send,
+                 uint8_t* recv) {
+  if (o.collective == "allreduce") return rr_allreduce(comm, send, recv, s.count, o.dtype, o.op, nullptr);
+  if (o.collective == "broadcast") return rr_broadcast(comm, recv, s.count, o.dtype, o.root, nullptr);
+  if (o.collective == "allgather") return rr_allgather(comm, send, recv, s.count, o.dtype, nullptr);
+  return rr_reduce_scatter(comm, send, recv, s.count, o.dtype, o.op, nullptr);
+}
+
+// The expected receive buffer, computed with the scalar reference from every rank's input.
+void expected(const BenchOptions& o, const Shape& s, int rank, int n, uint8_t* out, uint8_t* tmp) {
+  const size_t es = dtypeSize(o.dtype);
+  if (o.collective == "broadcast") return fill(out, s.recvCount, o.dtype, o.root, o.op);
+  if (o.collective == "allgather") {
+    for (int r = 0; r < n; ++r) fill(out + static_cast<size_t>(r) * s.count * es, s.count, o.dtype, r, o.op);
+    return;
+  }
+  const size_t total = s.sendCount;
+  uint8_t* acc = tmp;
+  uint8_t* other = tmp + total * es;
+  fill(acc, total, o.dtype, 0, o.op);
+  for (int r = 1; r < n; ++r) {
+    fill(other, total, o.dtype, r, o.op);
+    reduceReference(acc, acc, other, total, o.dtype, o.op);
+  }
+  if (o.op == RR_AVG) finalizeAvg(acc, total, o.dtype, n);
+  const size_t offset = o.collective == "reduce_scatter" ? static_cast<size_t>(rank) * s.count * es : 0;
+  std::memcpy(out, acc + offset, s.recvCount * es);
+}
+
+uint64_t countWrong(const uint8_t* got, const uint8_t* want, size_t count, size_t es) {
+  uint64_t wrong = 0;
+  for (size_t i = 0; i < count; ++i) wrong += std::memcmp(got + i * es, want + i * es, es) != 0;
+  return wrong;
+}
+
+[[noreturn]] void die(const char* what, rr_result_t rc) {
+  std::fprintf(stderr, "ringreduce bench: %s failed: %s: %s\n", what, rr_result_string(rc), rr_last_error());
+  std::exit(1);
+}
+
+}  // namespace
+
+size_t parseSize(const std::string& text) {
+  size_t pos = 0;
+  double v = std::stod(text, &pos);
+  std::string suffix = text.substr(pos);
+  double mult = 1;
+  if (suffix == "K" || suffix == "k") mult = 1024;
+  else if (suffix == "M" || suffix == "m") mult = 1024.0 * 1024;
+  else if (suffix == "G" || suffix == "g") mult = 1024.0 * 1024 * 1024;
+  else if (!suffix.empty() && suffix != "B" && suffix != "b")
+    throw std::invalid_argument("unknown size suffix '" + suffix + "' (use K, M or G)");
+  if (v < 0) throw std::invalid_argument("size must not be negative");
+  return static_cast<size_t>(v * mult);
+}
+
+int runBench(const BenchOptions& o) {
+  rr_comm_t comm = nullptr;
+  if (rr_result_t rc = rr_comm_init_from_env(&comm); rc != RR_SUCCESS) die("rr_comm_init_from_env", rc);
+  int rank = 0, n = 1;
+  rr_comm_rank(comm, &rank);
+  rr_comm_size(comm, &n);
+  const size_t es = dtypeSize(o.dtype);
+  const Shape biggest = shapeOf(o.collective, o.maxBytes / es, n);
+  Buffer send = allocate(biggest.sendCount * es);
+  Buffer recv = allocate(std::max(biggest.recvCount, biggest.sendCount) * es);
+  Buffer want, tmp;
+  if (o.check) {
+    want = allocate(std::max(biggest.recvCount, biggest.sendCount) * es);
+    tmp = allocate(2 * biggest.sendCount * es);
+  }
+  const bool reduces = o.collective == "allreduce" || o.collective == "reduce_scatter";
+  const bool table = o.format == "table";
+  if (rank == 0 && table) {
+    std::printf("# ringreduce bench: %s, %d ranks, dtype %s, op %s, iters %d, warmup %d, check %s, reducer %s\n",
+                o.collective.c_str(), n, dtypeName(o.dtype), reduces ? opName(o.op) : "none",
+                o.iters, o.warmup, o.check ? "on" : "off", isaName(bestIsa()));
+    std::printf("#\n#%12s %14s %8s %6s %6s %10s %8s %8s %7s\n", "size", "count", "type", "redop",
+                "root", "time", "algbw", "busbw", "#wrong");
+    std::printf("#%12s %14s %8s %6s %6s %10s %8s %8s %7s\n", "(B)", "(elements)", "", "", "",
+                "(us)", "(GB/s)", "(GB/s)", "");
+    std::fflush(stdout);
+  }
+  nlohmann::json results = nlohmann::json::array();
+  double busSum = 0;
+  int rows = 0;
+  uint64_t totalWrong = 0;
+  for (size_t bytes = o.minBytes; bytes <= o.maxBytes;
+       bytes = std::max(bytes + 1, static_cast<size_t>(static_cast<double>(bytes) * o.stepFactor))) {
+    const Shape s = shapeOf(o.collective, bytes / es, n);
+    const size_t sizeBytes = std::max(s.sendCount, s.recvCount) * es;
+    uint64_t wrong = 0;
+    if (o.check) {
+      fill(send.get(), s.sendCount, o.dtype, rank, o.op);
+      if (o.collective == "broadcast") fill(recv.get(), s.recvCount, o.dtype, rank, o.op);
+      if (rr_result_t rc = call(comm, o, s, send.get(), recv.get()); rc != RR_SUCCESS) die(o.collective.c_str(), rc);
+      expected(o, s, rank, n, want.get(), tmp.get());
+      wrong = countWrong(recv.get(), want.get(), s.recvCount, es);
+      if (rr_result_t rc = rr_allreduce(comm, &wrong, &wrong, 1, RR_UINT64, RR_SUM, nullptr); rc != RR_SUCCESS) die("check", rc);
+      totalWrong += wrong;
+    }
+    for (int i = 0; i < o.warmup; ++i)
+      if (rr_result_t rc = call(comm, o, s, send.get(), recv.get()); rc != RR_SUCCESS) die(o.collective.c_str(), rc);
+    if (rr_result_t rc = rr_barrier(comm); rc != RR_SUCCESS) die("rr_barrier", rc);
+    auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < o.iters; ++i)
+      if (rr_result_t rc = call(comm, o, s, send.get(), recv.get()); rc != RR_SUCCESS) die(o.collective.c_str(), rc);
+    double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() /
+                std::max(1, o.iters);
+    if (rr_result_t rc = rr_allreduce(comm, &us, &us, 1, RR_FLOAT64, RR_MAX, nullptr); rc != RR_SUCCESS) die("timing", rc);
+    const double algbw = static_cast<double>(sizeBytes) / (us * 1e3);
+    const double busbw = algbw * s.busFactor;
+    busSum += busbw;
+    ++rows;
+    const int root = o.collective == "broadcast" ? o.root : -1;
+    if (rank == 0 && table) {
+      std::printf(" %12zu %14zu %8s %6s %6d %10.2f %8.3f %8.3f %7s\n", sizeBytes,
+                  std::max(s.sendCount, s.recvCount), dtypeName(o.dtype), reduces ? opName(o.op) : "none",
+                  root, us, algbw, busbw, o.check ? std::to_string(wrong).c_str() : "N/A");
+      std::fflush(stdout);
+    }
+    results.push_back({{"size", sizeBytes}, {"count", std::max(s.sendCount, s.recvCount)},
+                       {"type", dtypeName(o.dtype)}, {"redop", reduces ? opName(o.op) : "none"},
+                       {"root", root}, {"time_us", us}, {"algbw_gbs", algbw}, {"busbw_gbs", busbw},
+                       {"wrong", o.check ? nlohmann::json(wrong) : nlohmann::json(nullptr)}});
+  }
+  const double avg = rows > 0 ? busSum / rows : 0;
+  if (rank == 0) {
+    if (table) {
+      std::printf("# Out of bounds values : %llu %s\n", static_cast<unsigned long long>(totalWrong),
+                  totalWrong == 0 ? "OK" : "FAILED");
+      std::printf("# Avg bus bandwidth    : %.4f\n#\n", avg);
+    } else {
+      nlohmann::json doc = {{"collective", o.collective}, {"ranks", n}, {"dtype", dtypeName(o.dtype)},
+                            {"op", reduces ? opName(o.op) : "none"}, {"iters", o.iters},
+                            {"warmup", o.warmup}, {"check", o.check}, {"results", results},
+                            {"wrong", totalWrong}, {"avg_busbw_gbs", avg}};
+      std::printf("%s\n", doc.dump(2).c_str());
+    }
+  }
+  rr_comm_destroy(comm);
+  return totalWrong == 0 ? 0 : 1;
+}
+
+}  // namespace rr::cli

@@ -1,0 +1,35 @@
+// `ringreduce bench`: a ring benchmark in the style of nccl-tests' all_reduce_perf. Every
+// size is first checked against a locally computed result (#wrong), then timed; time is the
+// slowest rank's mean, algbw = size / time, busbw = algbw * nccl-tests' factor
+// (all-reduce 2(n-1)/n, allgather and reduce_scatter (n-1)/n, broadcast 1), so that busbw
+// reads as the link rate it achieved.
+#pragma once
+
+#include <cstddef>
+#include <string>
+
+#include "ringreduce/ringreduce.h"
+
+namespace rr::cli {
+
+struct BenchOptions {
+  size_t minBytes = 1024;
+  size_t maxBytes = 64 << 20;
+  double stepFactor = 4;
+  int iters = 20;
+  int warmup = 5;
+  rr_dtype_t dtype = RR_FLOAT32;
+  rr_op_t op = RR_SUM;
+  bool check = true;
+  std::string collective = "allreduce";
+  std::string format = "table";
+  int root = 0;
+};
+
+// Runs as one rank of a job (the launcher gave it a rank). Returns the exit status.
+int runBench(const BenchOptions& options);
+
+// "4K", "1M", "256m", "1G", "4096" -> bytes; throws std::invalid_argument.
+size_t parseSize(const std::string& text);
+
+}  // namespace rr::cli

@@ -1,0 +1,230 @@
+// The local launcher; see launcher.h.
+#include "cli/launcher.h"
+
+#include <fcntl.h>
+#include <openssl/rand.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include <fmt/format.h>
+
+#include "transport/socket.h"
+
+namespace rr::cli {
+namespace {
+
+volatile sig_atomic_t interrupted = 0;
+void onSignal(int sig) { interrupted = sig; }
+
+struct Rank {
+  pid_t pid = -1;
+  int out = -1;
+  int err = -1;
+  std::string outBuf, errBuf;
+  bool exited = false;
+  int status = 0;
+};
+
+std::string freshSecret() {
+  unsigned char bytes[16];
+  if (RAND_bytes(bytes, sizeof bytes) != 1) {
+    std::fprintf(stderr, "ringreduce run: cannot generate a secret\n");
+    std::exit(1);
+  }
+  std::string hex;
+  for (unsigned char b : bytes) hex += fmt::format("{:02x}", b);
+  return hex;
+}
+
+uint16_t freePort() {
+  Fd fd = listenOn(makeAddr("127.0.0.1", 0), 1);
+  return localAddr(fd.get()).port();
+}
+
+void writeAll(int fd, const std::string& s) {
+  size_t off = 0;
+  while (off < s.size()) {
+    ssize_t n = ::write(fd, s.data() + off, s.size() - off);
+    if (n <= 0) {
+      if (n < 0 && errno == EINTR) continue;
+      return;
+    }
+    off += static_cast<size_t>(n);
+  }
+}
+
+// Moves complete lines from buf to fd, each prefixed with the rank.
+void flushLines(std::string& buf, int fd, int rank, bool all) {
+  size_t start = 0, nl;
+  std::string out;
+  while ((nl = buf.find('\n', start)) != std::string::npos) {
+    out += fmt::format("[{}] ", rank) + buf.substr(start, nl - start + 1);
+    start = nl + 1;
+  }
+  buf.erase(0, start);
+  if (all && !buf.empty()) {
+    out += fmt::format("[{}] {}\n", rank, buf);
+    buf.clear();
+  }
+  writeAll(fd, out);
+}
+
+// Reads what is there; returns false at EOF (and closes fd), or when `final` and empty.
+bool drain(int& fd, std::string& buf, bool final = false) {
+  char chunk[65536];
+  ssize_t n = ::read(fd, chunk, sizeof chunk);
+  if (n > 0) {
+    buf.append(chunk, static_cast<size_t>(n));
+    return true;
+  }
+  if (n < 0 && (errno == EAGAIN || errno == EINTR)) return !final;
+  ::close(fd);
+  fd = -1;
+  return false;
+}
+
+int exitCodeOf(int status) {
+  if (WIFEXITED(status)) return WEXITSTATUS(status);
+  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
+  return 1;
+}
+
+std::string describeStatus(int status) {
+  if (WIFSIGNALED(status)) return fmt::format("was killed by signal {} ({})", WTERMSIG(status), strsignal(WTERMSIG(status)));
+  return fmt::format("exited with status {}", WEXITSTATUS(status));
+}
+
+}  // namespace
+
+bool startedByLauncher() {
+  for (const char* v : {"RR_RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID", "RANK"})
+    if (const char* s = std::getenv(v); s != nullptr && *s != '\0') return true;
+  return false;
+}
+
+int launch(const LaunchOptions& o) {
+  const std::string addr = fmt::format("127.0.0.1:{}", freePort());
+  const std::string secret = freshSecret();
+  std::vector<Rank> ranks(static_cast<size_t>(o.ranks));
+  std::vector<char*> argv;
+  for (const auto& a : o.argv) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  std::fflush(nullptr);
+
+  for (int r = 0; r < o.ranks; ++r) {
+    int out[2] = {-1, -1}, err[2] = {-1, -1};
+    if (o.prefixOutput && (::pipe2(out, O_CLOEXEC) != 0 || ::pipe2(err, O_CLOEXEC) != 0)) {
+      std::perror("ringreduce run: pipe");
+      return 1;
+    }
+    pid_t pid = ::fork();
+    if (pid < 0) {
+      std::perror("ringreduce run: fork");
+      return 1;
+    }
+    if (pid == 0) {
+      if (o.prefixOutput) {
+        ::dup2(out[1], 1);
+        ::dup2(err[1], 2);
+      }
+      ::setenv("RR_RANK", std::to_string(r).c_str(), 1);
+      ::setenv("RR_SIZE", std::to_string(o.ranks).c_str(), 1);
+      ::setenv("RR_ADDR", addr.c_str(), 1);
+      ::setenv("RR_SECRET", secret.c_str(), 1);
+      ::setenv("RR_LOCAL_RANK", std::to_string(r).c_str(), 1);
+      ::execvp(argv[0], argv.data());
+      std::fprintf(stderr, "ringreduce run: cannot start '%s': %s\n", argv[0], std::strerror(errno));
+      std::_Exit(127);
+    }
+    ranks[r].pid = pid;
+    if (o.prefixOutput) {
+      ::close(out[1]);
+      ::close(err[1]);
+      ranks[r].out = out[0];
+      ranks[r].err = err[0];
+      ::fcntl(out[0], F_SETFL, O_NONBLOCK);
+      ::fcntl(err[0], F_SETFL, O_NONBLOCK);
+    }
+  }
+
+  struct sigaction sa {};
+  sa.sa_handler = onSignal;
+  ::sigaction(SIGINT, &sa, nullptr);
+  ::sigaction(SIGTERM, &sa, nullptr);
+
+  int result = 0;
+  int failedRank = -1;
+  int running = o.ranks;
+  bool stopping = false;
+  auto stopAt = std::chrono::steady_clock::time_point::max();
+  while (running > 0) {
+    std::vector<pollfd> fds;
+    std::vector<std::pair<int, bool>> who;  // rank, is stderr
+    for (int r = 0; r < o.ranks; ++r) {
+      if (ranks[r].out >= 0) fds.push_back({ranks[r].out, POLLIN, 0}), who.emplace_back(r, false);
+      if (ranks[r].err >= 0) fds.push_back({ranks[r].err, POLLIN, 0}), who.emplace_back(r, true);
+    }
+    ::poll(fds.data(), fds.size(), 50);
+    for (size_t i = 0; i < fds.size(); ++i) {
+      if (!(fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+      Rank& rk = ranks[who[i].first];
+      if (who[i].second) {
+        bool open = drain(rk.err, rk.errBuf);
+        flushLines(rk.errBuf, 2, who[i].first, !open);
+      } else {
+        bool open = drain(rk.out, rk.outBuf);
+        flushLines(rk.outBuf, 1, who[i].first, !open);
+      }
+    }
+    for (int r = 0; r < o.ranks; ++r) {
+      Rank& rk = ranks[r];
+      if (rk.exited) continue;
+      int status = 0;
+      if (::waitpid(rk.pid, &status, WNOHANG) != rk.pid) continue;
+      rk.exited = true;
+      rk.status = status;
+      --running;
+      if (exitCodeOf(status) != 0 && failedRank < 0 && !stopping) {
+        failedRank = r;
+        result = exitCodeOf(status);
+        std::fprintf(stderr, "ringreduce run: rank %d %s; stopping the other ranks\n", r,
+                     describeStatus(status).c_str());
+        stopping = true;
+      }
+    }
+    if (interrupted && !stopping) {
+      std::fprintf(stderr, "ringreduce run: signal %d; stopping all ranks\n", static_cast<int>(interrupted));
+      stopping = true;
+      result = 128 + interrupted;
+    }
+    if (stopping && stopAt == std::chrono::steady_clock::time_point::max()) {
+      for (auto& rk : ranks)
+        if (!rk.exited) ::kill(rk.pid, SIGTERM);
+      stopAt = std::chrono::steady_clock::now() + std::chrono::seconds(3);
+    }
+    if (stopping && std::chrono::steady_clock::now() >= stopAt) {
+      for (auto& rk : ranks)
+        if (!rk.exited) ::kill(rk.pid, SIGKILL);
+      stopAt += std::chrono::hours(1);
+    }
+  }
+  for (auto& rk : ranks) {  // whatever is left in the pipes
+    while (rk.out >= 0 && drain(rk.out, rk.outBuf, true)) {}
+    while (rk.err >= 0 && drain(rk.err, rk.errBuf, true)) {}
+  }
+  for (int r = 0; r < o.ranks; ++r) {
+    flushLines(ranks[r].outBuf, 1, r, true);
+    flushLines(ranks[r].errBuf, 2, r, true);
+  }
+  return result;
+}
+
+}  // namespace rr::cli

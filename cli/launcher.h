@@ -1,0 +1,25 @@
+// The local launcher behind `ringreduce run` and `ringreduce bench -N`: starts N ranks of a
+// program on this host with RR_RANK, RR_SIZE, RR_ADDR (a free port on 127.0.0.1) and a fresh
+// RR_SECRET, prefixes each output line with its rank, and, as mpirun does, stops the other
+// ranks when one fails and exits with the failed rank's status.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace rr::cli {
+
+struct LaunchOptions {
+  int ranks = 1;
+  std::vector<std::string> argv;  // program and its arguments
+  bool prefixOutput = true;       // false: ranks write straight to our stdout/stderr
+};
+
+// Returns the exit status for this process: 0 if every rank succeeded, else the first
+// failed rank's exit status (128 + signal if it was killed).
+int launch(const LaunchOptions& options);
+
+// True if this process was started by a launcher that gives it a rank.
+bool startedByLauncher();
+
+}  // namespace rr::cli

@@ -1,0 +1,102 @@
+// The `ringreduce` command: bench, run, info.
+#include <unistd.h>
+
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+#include "cli/bench.h"
+#include "cli/info.h"
+#include "cli/launcher.h"
+#include "kernels/dtype.h"
+
+namespace {
+
+// Options that ask for local ranks are dropped before the command is run as a rank.
+std::vector<std::string> rankArgs(int argc, char** argv) {
+  std::vector<std::string> out{"/proc/self/exe"};
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "-N" || a == "--ranks") {
+      ++i;
+      continue;
+    }
+    if (a.rfind("--ranks=", 0) == 0 || (a.rfind("-N", 0) == 0 && a.size() > 2)) continue;
+    out.push_back(a);
+  }
+  return out;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"ringreduce: ring all-reduce engine (bench, run, info)"};
+  app.require_subcommand(0, 1);
+
+  rr::cli::BenchOptions bench;
+  std::string minBytes = "1K", maxBytes = "64M", dtype = "float", op = "sum";
+  int ranks = 4;
+  int check = 1;
+  auto* b = app.add_subcommand("bench", "ring benchmark in the style of nccl-tests all_reduce_perf");
+  b->add_option("-b,--minbytes", minBytes, "smallest size, e.g. 1K")->capture_default_str();
+  b->add_option("-e,--maxbytes", maxBytes, "largest size, e.g. 256M")->capture_default_str();
+  b->add_option("-f,--stepfactor", bench.stepFactor, "multiply the size by this each step")
+      ->capture_default_str()->check(CLI::Range(1.0001, 1e9));
+  b->add_option("-n,--iters", bench.iters, "timed iterations per size")->capture_default_str()->check(CLI::Range(1, 1 << 30));
+  b->add_option("-w,--warmup", bench.warmup, "untimed iterations per size")->capture_default_str()->check(CLI::Range(0, 1 << 30));
+  b->add_option("-d,--dtype", dtype, "float, double, half, bfloat16, int8, uint8, int32, uint32, int64, uint64")->capture_default_str();
+  b->add_option("-o,--op", op, "sum, prod, min, max, avg")->capture_default_str();
+  b->add_option("-c,--check", check, "check results (1) or not (0)")->capture_default_str()->check(CLI::Range(0, 1));
+  b->add_option("-N,--ranks", ranks, "local ranks to start when no launcher started this one")
+      ->capture_default_str()->check(CLI::Range(1, 256));
+  b->add_option("-r,--root", bench.root, "broadcast root")->capture_default_str();
+  b->add_option("--collective", bench.collective, "allreduce, broadcast, allgather, reduce_scatter")
+      ->capture_default_str()->check(CLI::IsMember({"allreduce", "broadcast", "allgather", "reduce_scatter"}));
+  b->add_option("--format", bench.format, "table or json")->capture_default_str()->check(CLI::IsMember({"table", "json"}));
+
+  int runRanks = 1;
+  std::vector<std::string> program;
+  auto* run = app.add_subcommand("run", "start N ranks of a program on this host");
+  run->add_option("-n,--np", runRanks, "number of ranks")->required()->check(CLI::Range(1, 1024));
+  run->add_option("program", program, "program and its arguments (after --)")->required();
+  run->prefix_command();  // everything after the program belongs to it
+
+  auto* info = app.add_subcommand("info", "version, build options, CPU features, CUDA devices");
+
+  CLI11_PARSE(app, argc, argv);
+
+  if (*info) return rr::cli::runInfo();
+  if (*run) {
+    for (const auto& extra : run->remaining()) program.push_back(extra);
+    return rr::cli::launch({runRanks, program, true});
+  }
+  // bench, also when no subcommand is given
+  try {
+    bench.minBytes = rr::cli::parseSize(minBytes);
+    bench.maxBytes = rr::cli::parseSize(maxBytes);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "ringreduce bench: bad size: %s\n", e.what());
+    return 2;
+  }
+  if (bench.minBytes > bench.maxBytes) {
+    std::fprintf(stderr, "ringreduce bench: --minbytes %zu is larger than --maxbytes %zu\n",
+                 bench.minBytes, bench.maxBytes);
+    return 2;
+  }
+  auto d = rr::parseDtype(dtype);
+  auto o = rr::parseOp(op);
+  if (!d || !o) {
+    std::fprintf(stderr, "ringreduce bench: unknown %s '%s'\n", d ? "op" : "dtype",
+                 d ? op.c_str() : dtype.c_str());
+    return 2;
+  }
+  bench.dtype = *d;
+  bench.op = *o;
+  bench.check = check != 0;
+  if (rr::cli::startedByLauncher()) return rr::cli::runBench(bench);
+  std::vector<std::string> args = rankArgs(argc, argv);
+  if (!*b) args.push_back("bench");
+  return rr::cli::launch({ranks, args, false});
+}

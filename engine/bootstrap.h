@@ -1,0 +1,34 @@
+// Bootstrap: from a Config to connected ring links (DESIGN.md §5).
+//
+//   1. rank 0 listens at RR_ADDR; every other rank connects there (retrying until the
+//      deadline), passes the HMAC handshake, and publishes the address of its data listener
+//   2. rank 0 answers every rank with the table of all data addresses
+//   3. each rank connects RR_SOCKETS_PER_LINK sockets to its right neighbour while it
+//      accepts as many from its left neighbour (both at once, or the ring would deadlock)
+//
+// A connection that fails its handshake, names a rank out of range or a rank that already
+// joined is rejected and logged with the peer's address; rendezvous goes on until the
+// deadline. The bootstrap connections stay open for the communicator's life.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "engine/config.h"
+#include "transport/socket.h"
+
+namespace spdlog {
+class logger;
+}
+
+namespace rr {
+
+struct RingSockets {
+  std::vector<Fd> right;      // connected to rank (r+1)%n: this rank sends here
+  std::vector<Fd> left;       // accepted from rank (r-1+n)%n: this rank receives here
+  std::vector<Fd> bootstrap;  // rank 0: one per other rank; others: the one to rank 0
+};
+
+RingSockets connectRing(const Config& config, spdlog::logger& log);
+
+}  // namespace rr

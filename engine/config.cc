@@ -1,0 +1,131 @@
+// Config::load: the only place that reads the environment.
+#include "engine/config.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <optional>
+
+#include "transport/error.h"
+
+namespace rr {
+namespace {
+
+const char* env(const char* name) {
+  const char* v = std::getenv(name);
+  return v != nullptr && *v != '\0' ? v : nullptr;
+}
+
+int64_t parseInt(const char* name, const char* text, int64_t lo, int64_t hi) {
+  char* end = nullptr;
+  errno = 0;
+  long long v = std::strtoll(text, &end, 10);
+  if (errno != 0 || end == text || *end != '\0')
+    fail(RR_ERR_INVALID_ARGUMENT, "{}='{}' is not an integer", name, text);
+  if (v < lo || v > hi)
+    fail(RR_ERR_INVALID_ARGUMENT, "{}={} is out of range [{}, {}]", name, v, lo, hi);
+  return v;
+}
+
+// The first launcher whose rank and size variables are both set.
+bool rankFromEnv(Config& c) {
+  static constexpr const char* kPairs[][2] = {
+      {"RR_RANK", "RR_SIZE"},
+      {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"},
+      {"PMI_RANK", "PMI_SIZE"},
+      {"SLURM_PROCID", "SLURM_NTASKS"},
+      {"RANK", "WORLD_SIZE"},
+  };
+  for (const auto& pair : kPairs) {
+    const char* rank = env(pair[0]);
+    const char* size = env(pair[1]);
+    if (rank == nullptr || size == nullptr) continue;
+    c.size = static_cast<int>(parseInt(pair[1], size, 1, 1 << 20));
+    c.rank = static_cast<int>(parseInt(pair[0], rank, 0, 1 << 20));
+    c.rankSource = std::string(pair[0]) + "/" + pair[1];
+    return true;
+  }
+  return false;
+}
+
+uint64_t fnv1a(const std::string& text) {
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char ch : text) h = (h ^ ch) * 1099511628211ull;
+  return h;
+}
+
+}  // namespace
+
+Config Config::load(const rr_config_t* o) {
+  if (o != nullptr && o->struct_size < sizeof(size_t))
+    fail(RR_ERR_INVALID_ARGUMENT, "rr_config_t.struct_size {} is too small; use RR_CONFIG_INIT",
+         o->struct_size);
+  Config c;
+  const bool haveRank = o != nullptr && o->rank >= 0;
+  const bool haveSize = o != nullptr && o->size >= 0;
+  if (!haveRank || !haveSize) {
+    if (!rankFromEnv(c) && (!haveRank || !haveSize)) {
+      c.rank = 0;
+      c.size = 1;
+      c.rankSource = "default (no RR_RANK/RR_SIZE or launcher variables: a single rank)";
+    }
+  }
+  if (haveRank) c.rank = o->rank;
+  if (haveSize) c.size = o->size;
+  if (haveRank || haveSize) c.rankSource = "rr_config_t";
+  if (c.size < 1) fail(RR_ERR_INVALID_ARGUMENT, "size {} must be at least 1", c.size);
+  if (c.rank < 0 || c.rank >= c.size)
+    fail(RR_ERR_INVALID_ARGUMENT, "rank {} is out of range for size {} (valid: 0..{})", c.rank,
+         c.size, c.size - 1);
+
+  if (o != nullptr && o->addr != nullptr) {
+    c.addr = o->addr;
+  } else if (const char* a = env("RR_ADDR")) {
+    c.addr = a;
+  } else if (env("MASTER_ADDR") && env("MASTER_PORT")) {
+    c.addr = std::string(env("MASTER_ADDR")) + ":" + env("MASTER_PORT");
+  }
+  if (c.size > 1 && c.addr.empty())
+    fail(RR_ERR_INVALID_ARGUMENT,
+         "rank {} of {}: no rendezvous address; set RR_ADDR=host:port (where rank 0 listens)",
+         c.rank, c.size);
+
+  if (o != nullptr && o->secret != nullptr)
+    c.secret = o->secret;
+  else if (const char* s = env("RR_SECRET"))
+    c.secret = s;
+
+  if (const char* j = env("RR_JOB_ID"))
+    c.jobId = fnv1a(std::string("job:") + j);
+  else
+    c.jobId = fnv1a("addr:" + c.addr);
+
+  if (o != nullptr && o->timeout_ms != 0)
+    c.timeoutMs = o->timeout_ms;
+  else if (const char* t = env("RR_TIMEOUT_MS"))
+    c.timeoutMs = static_cast<int>(parseInt("RR_TIMEOUT_MS", t, 1, 1 << 30));
+  if (c.timeoutMs < 1)
+    fail(RR_ERR_INVALID_ARGUMENT, "timeout_ms {} must be positive", c.timeoutMs);
+
+  if (o != nullptr && o->ifname != nullptr)
+    c.ifname = o->ifname;
+  else if (const char* i = env("RR_SOCKET_IFNAME"))
+    c.ifname = i;
+
+  if (const char* s = env("RR_SOCKETS_PER_LINK"))
+    c.socketsPerLink = static_cast<int>(parseInt("RR_SOCKETS_PER_LINK", s, 1, 16));
+  if (const char* s = env("RR_SEGMENT_BYTES"))
+    c.segmentBytes = static_cast<size_t>(parseInt("RR_SEGMENT_BYTES", s, 4096, 64 << 20));
+  if (const char* l = env("RR_LOG_LEVEL")) c.logLevel = l;
+  return c;
+}
+
+std::string Config::describe() const {
+  return fmt::format(
+      "rank {} of {} ({}), RR_ADDR={}, RR_SECRET {}, RR_TIMEOUT_MS={}, RR_SOCKET_IFNAME={}, "
+      "RR_SOCKETS_PER_LINK={}, RR_SEGMENT_BYTES={}, RR_LOG_LEVEL={}",
+      rank, size, rankSource, addr.empty() ? "(none)" : addr, secret.empty() ? "unset" : "set",
+      timeoutMs, ifname.empty() ? "(route to rank 0)" : ifname, socketsPerLink, segmentBytes,
+      logLevel);
+}
+
+}  // namespace rr

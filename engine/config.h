@@ -1,0 +1,44 @@
+// Config: every setting of a communicator, declared here once, read once at init from the
+// rr_config_t (which wins) or the environment, validated, and logged once at INFO.
+//
+//   RR_RANK, RR_SIZE        this rank and the number of ranks; else the launcher's variables:
+//                           OMPI_COMM_WORLD_RANK/SIZE, PMI_RANK/PMI_SIZE,
+//                           SLURM_PROCID/SLURM_NTASKS, RANK/WORLD_SIZE (torchrun)
+//   RR_ADDR                 rendezvous host:port where rank 0 listens; else
+//                           MASTER_ADDR:MASTER_PORT (torchrun)
+//   RR_SECRET               job secret for the HMAC handshake (empty: a warning)
+//   RR_JOB_ID               job id checked in every handshake (default: hash of RR_ADDR)
+//   RR_TIMEOUT_MS           no-progress deadline of a collective and of rendezvous (300000)
+//   RR_SOCKET_IFNAME        interface selection, NCCL syntax (default: the route to rank 0)
+//   RR_SOCKETS_PER_LINK     TCP sockets per ring link (default 2)
+//   RR_SEGMENT_BYTES        pipelined segment size (default 1 MiB)
+//   RR_LOG_LEVEL            trace, debug, info, warn (default), error, off
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "ringreduce/ringreduce.h"
+
+namespace rr {
+
+struct Config {
+  int rank = 0;
+  int size = 1;
+  std::string rankSource;  // where rank and size came from, for the log
+  std::string addr;
+  std::string secret;
+  uint64_t jobId = 0;
+  int timeoutMs = 300000;
+  std::string ifname;
+  int socketsPerLink = 2;
+  size_t segmentBytes = 1 << 20;
+  std::string logLevel = "warn";
+
+  // Throws RR_ERR_INVALID_ARGUMENT naming the variable and its value.
+  static Config load(const rr_config_t* overrides);
+  std::string describe() const;  // one line for the INFO log
+};
+
+}  // namespace rr

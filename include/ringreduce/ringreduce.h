@@ -1,0 +1,124 @@
+/*
+ * ringreduce: ring all-reduce for data-parallel training.
+ *
+ * This is the only public header and the only exported interface of libringreduce.
+ * It is plain C (C99 and later, C++ too), every handle is opaque, and every call returns
+ * an rr_result_t; rr_last_error() gives the message of the last failed call on this thread.
+ *
+ * Thread safety: rr_result_string, rr_last_error, rr_version and rr_comm_init* may be
+ * called from any thread. The calls on one communicator must come from one thread at a
+ * time (the caller serialises them); different communicators are independent.
+ */
+#ifndef RINGREDUCE_RINGREDUCE_H
+#define RINGREDUCE_RINGREDUCE_H
+
+#include <stddef.h>
+
+#define RR_VERSION_MAJOR 0
+#define RR_VERSION_MINOR 1
+#define RR_VERSION_PATCH 0
+/* RR_VERSION_MAJOR * 10000 + RR_VERSION_MINOR * 100 + RR_VERSION_PATCH, as rr_version() returns. */
+#define RR_VERSION_CODE (RR_VERSION_MAJOR * 10000 + RR_VERSION_MINOR * 100 + RR_VERSION_PATCH)
+
+#if defined(RR_BUILDING_LIBRARY) && defined(__GNUC__)
+#define RR_API __attribute__((visibility("default")))
+#else
+#define RR_API
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum {
+  RR_SUCCESS = 0,
+  RR_ERR_INVALID_ARGUMENT = 1, /* a NULL pointer, unknown dtype/op, bad rank, overflow, ... */
+  RR_ERR_MISMATCH = 2,         /* ranks called different collectives, counts, dtypes, ops or roots */
+  RR_ERR_TIMEOUT = 3,          /* no progress for the timeout; the message names the peer */
+  RR_ERR_PEER_LOST = 4,        /* a peer closed its link or reported a failure */
+  RR_ERR_AUTH = 5,             /* handshake failed: wrong secret, job, protocol version */
+  RR_ERR_ABORTED = 6,          /* the communicator was aborted */
+  RR_ERR_SYSTEM = 7,           /* an operating-system call failed, or a peer broke the protocol */
+  RR_ERR_CUDA = 8,             /* a CUDA call failed */
+  RR_ERR_UNSUPPORTED = 9,      /* the build or the platform lacks what was asked for */
+  RR_ERR_INTERNAL = 10,        /* a bug in ringreduce */
+  RR_IN_PROGRESS = 11          /* returned by rr_test while an operation runs */
+} rr_result_t;
+
+typedef enum {
+  RR_FLOAT32 = 0,
+  RR_FLOAT64 = 1,
+  RR_FLOAT16 = 2,
+  RR_BFLOAT16 = 3,
+  RR_INT8 = 4,
+  RR_UINT8 = 5,
+  RR_INT32 = 6,
+  RR_UINT32 = 7,
+  RR_INT64 = 8,
+  RR_UINT64 = 9
+} rr_dtype_t;
+
+/* RR_AVG is the sum divided by the number of ranks; for integers it truncates toward zero.
+ * Integer SUM and PROD wrap around (two's complement), as in NCCL. */
+typedef enum { RR_SUM = 0, RR_PROD = 1, RR_MIN = 2, RR_MAX = 3, RR_AVG = 4 } rr_op_t;
+
+typedef struct rr_comm *rr_comm_t;
+
+/* Communicator settings. Start from RR_CONFIG_INIT; a field left at its initial value is
+ * taken from the environment (RR_RANK, RR_SIZE, RR_ADDR, RR_SECRET, RR_TIMEOUT_MS,
+ * RR_SOCKET_IFNAME, or a launcher's variables), and a field that is set overrides it. */
+typedef struct {
+  size_t struct_size;   /* sizeof(rr_config_t), set by RR_CONFIG_INIT */
+  int rank;             /* this process's rank, 0..size-1; -1: from the environment */
+  int size;             /* number of ranks; -1: from the environment */
+  const char *addr;     /* rendezvous "host:port" where rank 0 listens; NULL: environment */
+  const char *secret;   /* job secret that authenticates every connection; NULL: environment */
+  int timeout_ms;       /* no-progress deadline of a collective; 0: environment (default 300000) */
+  const char *ifname;   /* interface selection, NCCL_SOCKET_IFNAME syntax; NULL: environment */
+} rr_config_t;
+
+#define RR_CONFIG_INIT {sizeof(rr_config_t), -1, -1, NULL, NULL, 0, NULL}
+
+RR_API const char *rr_result_string(rr_result_t result);
+/* The message of the last call on this thread that failed; "" if none. Valid until the
+ * next ringreduce call on this thread. */
+RR_API const char *rr_last_error(void);
+/* RR_VERSION_CODE of the library that is loaded. */
+RR_API int rr_version(void);
+
+/* Collective over all `size` ranks: every rank calls it, and it returns once the ring is
+ * connected. On failure *comm is set to NULL. */
+RR_API rr_result_t rr_comm_init(const rr_config_t *config, rr_comm_t *comm);
+RR_API rr_result_t rr_comm_init_from_env(rr_comm_t *comm);
+/* Closes the links and frees everything; NULL is accepted. */
+RR_API rr_result_t rr_comm_destroy(rr_comm_t comm);
+RR_API rr_result_t rr_comm_rank(rr_comm_t comm, int *rank);
+RR_API rr_result_t rr_comm_size(rr_comm_t comm, int *size);
+
+/* Collectives. Every rank must call the same collectives in the same order with the same
+ * count, dtype, op and root; a rank that differs makes the call fail with RR_ERR_MISMATCH.
+ * Buffers are host memory; `stream` is reserved for device buffers and must be NULL.
+ * After a failure the communicator is poisoned: every later call returns the first error. */
+
+/* recv = op over all ranks of send (count elements); in place when send == recv. */
+RR_API rr_result_t rr_allreduce(rr_comm_t comm, const void *send, void *recv, size_t count,
+                                rr_dtype_t dtype, rr_op_t op, void *stream);
+/* buf of rank `root` is copied into buf of every rank. */
+RR_API rr_result_t rr_broadcast(rr_comm_t comm, void *buf, size_t count, rr_dtype_t dtype,
+                                int root, void *stream);
+/* recv (size * count_per_rank elements) = the ranks' send blocks in rank order; in place
+ * when send == recv + rank * count_per_rank. */
+RR_API rr_result_t rr_allgather(rr_comm_t comm, const void *send, void *recv,
+                                size_t count_per_rank, rr_dtype_t dtype, void *stream);
+/* send holds size * count_per_rank elements; rank r receives block r of the reduction. */
+RR_API rr_result_t rr_reduce_scatter(rr_comm_t comm, const void *send, void *recv,
+                                     size_t count_per_rank, rr_dtype_t dtype, rr_op_t op,
+                                     void *stream);
+/* Returns once every rank has entered the barrier. */
+RR_API rr_result_t rr_barrier(rr_comm_t comm);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* RINGREDUCE_RINGREDUCE_H */

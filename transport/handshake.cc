@@ -1,0 +1,174 @@
+// The authenticated handshake; see handshake.h for the message layout.
+#include "transport/handshake.h"
+
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+#include <openssl/rand.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "transport/error.h"
+#include "transport/wire.h"
+
+namespace rr {
+namespace {
+
+constexpr size_t kNonce = 16;
+constexpr size_t kMac = 32;
+constexpr size_t kChallengeBytes = 4 + 2 + 2 + kNonce;
+// magic, version, role, job id, rank, size, index, nonce, mac
+constexpr size_t kHelloBody = 4 + 2 + 2 + 8 + 4 + 4 + 4 + kNonce;
+constexpr size_t kHelloBytes = kHelloBody + kMac;
+constexpr size_t kMaxReason = 240;
+// status, reason length, mac, reason
+constexpr size_t kReplyHead = 4 + 4 + kMac;
+
+void randomBytes(uint8_t* out, size_t len) {
+  if (RAND_bytes(out, static_cast<int>(len)) != 1)
+    fail(RR_ERR_SYSTEM, "OpenSSL RAND_bytes failed to produce a nonce");
+}
+
+void replyMac(const JobIdentity& job, const uint8_t* clientNonce, const uint8_t* serverNonce,
+              uint32_t status, uint8_t out[kMac]) {
+  uint8_t buf[2 * kNonce + 4];
+  std::memcpy(buf, clientNonce, kNonce);
+  std::memcpy(buf + kNonce, serverNonce, kNonce);
+  wire::put32(buf + 2 * kNonce, status);
+  hmacSha256(job.secret, buf, sizeof buf, out);
+}
+
+void sendReply(int fd, const JobIdentity& job, const uint8_t* clientNonce,
+               const uint8_t* serverNonce, rr_result_t status, const std::string& reason,
+               Deadline deadline) {
+  uint8_t buf[kReplyHead + kMaxReason];
+  const size_t len = std::min(reason.size(), kMaxReason);
+  wire::put32(buf, static_cast<uint32_t>(status));
+  wire::put32(buf + 4, static_cast<uint32_t>(len));
+  if (clientNonce != nullptr)
+    replyMac(job, clientNonce, serverNonce, static_cast<uint32_t>(status), buf + 8);
+  else
+    std::memset(buf + 8, 0, kMac);
+  std::memcpy(buf + kReplyHead, reason.data(), len);
+  try {
+    sendAll(fd, buf, kReplyHead + len, std::min(deadline, deadlineIn(200)), "peer");
+  } catch (const Error&) {
+    // The peer is being rejected; if it does not read the reason, it sees the close.
+  }
+}
+
+}  // namespace
+
+void hmacSha256(const std::string& key, const uint8_t* data, size_t len, uint8_t out[32]) {
+  unsigned int outLen = 0;
+  if (HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()), data, len, out, &outLen) ==
+          nullptr ||
+      outLen != kMac)
+    fail(RR_ERR_SYSTEM, "OpenSSL HMAC-SHA256 failed");
+}
+
+void handshakeClient(int fd, const JobIdentity& job, const Hello& self, Deadline deadline,
+                     const std::string& peerName) {
+  uint8_t challenge[kChallengeBytes];
+  recvAll(fd, challenge, sizeof challenge, deadline, peerName);
+  if (wire::get32(challenge) != kMagic)
+    fail(RR_ERR_AUTH, "{} is not a ringreduce endpoint (bad magic 0x{:08x})", peerName,
+         wire::get32(challenge));
+  if (wire::get16(challenge + 4) != kProtocolVersion)
+    fail(RR_ERR_AUTH, "{} speaks protocol version {}, this rank speaks {}", peerName,
+         wire::get16(challenge + 4), kProtocolVersion);
+  const uint8_t* serverNonce = challenge + 8;
+
+  uint8_t hello[kHelloBytes];
+  wire::put32(hello, kMagic);
+  wire::put16(hello + 4, kProtocolVersion);
+  wire::put16(hello + 6, static_cast<uint16_t>(self.role));
+  wire::put64(hello + 8, job.jobId);
+  wire::put32(hello + 16, static_cast<uint32_t>(self.rank));
+  wire::put32(hello + 20, static_cast<uint32_t>(self.size));
+  wire::put32(hello + 24, self.index);
+  uint8_t* clientNonce = hello + 28;
+  randomBytes(clientNonce, kNonce);
+  uint8_t macInput[kNonce + kHelloBody];
+  std::memcpy(macInput, serverNonce, kNonce);
+  std::memcpy(macInput + kNonce, hello, kHelloBody);
+  hmacSha256(job.secret, macInput, sizeof macInput, hello + kHelloBody);
+  sendAll(fd, hello, sizeof hello, deadline, peerName);
+
+  uint8_t reply[kReplyHead + kMaxReason];
+  recvAll(fd, reply, kReplyHead, deadline, peerName);
+  const uint32_t status = wire::get32(reply);
+  const uint32_t reasonLen = std::min<uint32_t>(wire::get32(reply + 4), kMaxReason);
+  std::string reason;
+  if (status != RR_SUCCESS) {
+    try {
+      recvAll(fd, reply + kReplyHead, reasonLen, deadline, peerName);
+      reason.assign(reinterpret_cast<char*>(reply + kReplyHead), reasonLen);
+    } catch (const Error&) {
+      reason = "(no reason given)";
+    }
+    const rr_result_t code = status <= RR_ERR_INTERNAL && status != RR_SUCCESS
+                                 ? static_cast<rr_result_t>(status)
+                                 : RR_ERR_AUTH;
+    fail(code, "{} rejected the connection of rank {}: {}", peerName, self.rank, reason);
+  }
+  uint8_t expected[kMac];
+  replyMac(job, clientNonce, serverNonce, status, expected);
+  if (CRYPTO_memcmp(expected, reply + 8, kMac) != 0)
+    fail(RR_ERR_AUTH, "{} could not prove it knows the job secret (wrong RR_SECRET?)", peerName);
+}
+
+Hello handshakeServer(int fd, const JobIdentity& job, Deadline deadline,
+                      const std::function<std::string(const Hello&)>& accept) {
+  uint8_t challenge[kChallengeBytes];
+  wire::put32(challenge, kMagic);
+  wire::put16(challenge + 4, kProtocolVersion);
+  wire::put16(challenge + 6, 0);
+  uint8_t* serverNonce = challenge + 8;
+  randomBytes(serverNonce, kNonce);
+  sendAll(fd, challenge, sizeof challenge, deadline, "client");
+
+  uint8_t hello[kHelloBytes];
+  recvAll(fd, hello, sizeof hello, deadline, "client");
+  if (wire::get32(hello) != kMagic)
+    fail(RR_ERR_AUTH, "bad magic 0x{:08x} in hello", wire::get32(hello));
+  const uint16_t version = wire::get16(hello + 4);
+  if (version != kProtocolVersion) {
+    std::string why = fmt::format("protocol version {} differs from this rank's {}", version,
+                                  kProtocolVersion);
+    sendReply(fd, job, nullptr, serverNonce, RR_ERR_AUTH, why, deadline);
+    throw Error(RR_ERR_AUTH, why);
+  }
+  uint8_t macInput[kNonce + kHelloBody];
+  std::memcpy(macInput, serverNonce, kNonce);
+  std::memcpy(macInput + kNonce, hello, kHelloBody);
+  uint8_t expected[kMac];
+  hmacSha256(job.secret, macInput, sizeof macInput, expected);
+  if (CRYPTO_memcmp(expected, hello + kHelloBody, kMac) != 0) {
+    std::string why = "HMAC of the challenge does not match (wrong RR_SECRET?)";
+    sendReply(fd, job, nullptr, serverNonce, RR_ERR_AUTH, why, deadline);
+    throw Error(RR_ERR_AUTH, why);
+  }
+  const uint8_t* clientNonce = hello + 28;
+  const uint64_t jobId = wire::get64(hello + 8);
+  if (jobId != job.jobId) {
+    std::string why = fmt::format("job id {:016x} differs from this job's {:016x}", jobId, job.jobId);
+    sendReply(fd, job, clientNonce, serverNonce, RR_ERR_AUTH, why, deadline);
+    throw Error(RR_ERR_AUTH, why);
+  }
+  Hello peer;
+  peer.role = static_cast<LinkRole>(wire::get16(hello + 6));
+  peer.rank = static_cast<int32_t>(wire::get32(hello + 16));
+  peer.size = static_cast<int32_t>(wire::get32(hello + 20));
+  peer.index = wire::get32(hello + 24);
+  std::string why = accept(peer);
+  if (!why.empty()) {
+    sendReply(fd, job, clientNonce, serverNonce, RR_ERR_INVALID_ARGUMENT, why, deadline);
+    throw Error(RR_ERR_INVALID_ARGUMENT, why);
+  }
+  sendReply(fd, job, clientNonce, serverNonce, RR_SUCCESS, "", deadline);
+  return peer;
+}
+
+}  // namespace rr

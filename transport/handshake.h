@@ -1,0 +1,52 @@
+// The connection handshake (DESIGN.md §6). Every connection, bootstrap or data, starts with
+//
+//   server -> client  challenge  magic, version, server nonce (16 bytes)
+//   client -> server  hello      magic, version, role, job id, rank, size, index,
+//                                client nonce, HMAC-SHA256(secret, server nonce | hello)
+//   server -> client  reply      status, HMAC-SHA256(secret, client nonce | server nonce |
+//                                status), reason text
+//
+// so both sides prove they know the job secret without sending it. The server checks magic,
+// version, job id and HMAC before it looks at anything else; a failure closes the
+// connection and the reason is returned to the caller to log with the peer's address.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "transport/socket.h"
+
+namespace rr {
+
+constexpr uint32_t kMagic = 0x52524431;  // "RRD1"
+constexpr uint16_t kProtocolVersion = 1;
+
+enum class LinkRole : uint16_t { kBootstrap = 1, kData = 2 };
+
+struct JobIdentity {
+  uint64_t jobId = 0;
+  std::string secret;
+};
+
+struct Hello {
+  LinkRole role = LinkRole::kBootstrap;
+  int rank = 0;
+  int size = 0;
+  uint32_t index = 0;  // which socket of a striped link
+};
+
+// Client side: proves itself, then checks the server's proof. Throws RR_ERR_AUTH (rejected
+// or bad proof), RR_ERR_PEER_LOST, RR_ERR_TIMEOUT.
+void handshakeClient(int fd, const JobIdentity& job, const Hello& self, Deadline deadline,
+                     const std::string& peerName);
+
+// Server side. `accept` sees a hello whose HMAC checked out and returns "" to accept it or
+// the reason to reject it. Returns the hello; throws Error with the reason on rejection.
+Hello handshakeServer(int fd, const JobIdentity& job, Deadline deadline,
+                      const std::function<std::string(const Hello&)>& accept);
+
+// HMAC-SHA256 of data keyed by key; used by the handshake and its tests.
+void hmacSha256(const std::string& key, const uint8_t* data, size_t len, uint8_t out[32]);
+
+}  // namespace rr

@@ -1,0 +1,64 @@
+// Interface selection; see interfaces.h.
+#include "transport/interfaces.h"
+
+#include <ifaddrs.h>
+#include <net/if.h>
+#include <netinet/in.h>
+
+#include <cstring>
+
+#include "transport/socket.h"
+
+namespace rr {
+
+InterfaceSpec parseInterfaceSpec(const std::string& text) {
+  InterfaceSpec spec;
+  std::string rest = text;
+  if (!rest.empty() && rest[0] == '^') {
+    spec.exclude = true;
+    rest.erase(0, 1);
+  }
+  if (!rest.empty() && rest[0] == '=') {
+    spec.exact = true;
+    rest.erase(0, 1);
+  }
+  size_t start = 0;
+  while (start <= rest.size()) {
+    size_t comma = rest.find(',', start);
+    if (comma == std::string::npos) comma = rest.size();
+    if (comma > start) spec.names.push_back(rest.substr(start, comma - start));
+    start = comma + 1;
+  }
+  return spec;
+}
+
+bool interfaceMatches(const InterfaceSpec& spec, const std::string& name) {
+  bool listed = false;
+  for (const auto& n : spec.names)
+    if (spec.exact ? name == n : name.compare(0, n.size(), n) == 0) listed = true;
+  return spec.exclude ? !listed : listed;
+}
+
+std::optional<InterfaceAddr> findInterface(const InterfaceSpec& spec) {
+  ifaddrs* list = nullptr;
+  if (::getifaddrs(&list) != 0) return std::nullopt;
+  std::optional<InterfaceAddr> v4, v6;
+  for (ifaddrs* it = list; it != nullptr; it = it->ifa_next) {
+    if (it->ifa_addr == nullptr || !(it->ifa_flags & IFF_UP)) continue;
+    const int family = it->ifa_addr->sa_family;
+    if (family != AF_INET && family != AF_INET6) continue;
+    if (!interfaceMatches(spec, it->ifa_name)) continue;
+    SockAddr addr;
+    addr.len = family == AF_INET ? sizeof(sockaddr_in) : sizeof(sockaddr_in6);
+    std::memcpy(&addr.storage, it->ifa_addr, addr.len);
+    if (family == AF_INET6 &&
+        IN6_IS_ADDR_LINKLOCAL(&reinterpret_cast<sockaddr_in6*>(&addr.storage)->sin6_addr))
+      continue;  // a link-local address needs a scope id in every peer's table
+    auto& slot = family == AF_INET ? v4 : v6;
+    if (!slot) slot = InterfaceAddr{it->ifa_name, addr.ip()};
+  }
+  ::freeifaddrs(list);
+  return v4 ? v4 : v6;
+}
+
+}  // namespace rr

@@ -1,0 +1,30 @@
+// Network interface selection with NCCL_SOCKET_IFNAME's syntax (RR_SOCKET_IFNAME):
+//   "eth,ib"     interfaces whose names start with eth or ib
+//   "^docker,lo" every interface except those starting with docker or lo
+//   "=eth0"      exactly eth0 ("^=eth0": all but exactly eth0)
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace rr {
+
+struct InterfaceSpec {
+  bool exclude = false;
+  bool exact = false;
+  std::vector<std::string> names;
+};
+
+InterfaceSpec parseInterfaceSpec(const std::string& spec);
+bool interfaceMatches(const InterfaceSpec& spec, const std::string& name);
+
+struct InterfaceAddr {
+  std::string name;
+  std::string ip;
+};
+
+// The first interface that is up and matches, preferring IPv4; nullopt if none does.
+std::optional<InterfaceAddr> findInterface(const InterfaceSpec& spec);
+
+}  // namespace rr

@@ -1,0 +1,54 @@
+// Link: one connected peer, seen as two ordered streams of messages (DESIGN.md §5).
+//
+// Every call returns at once; completion is polled through monotone counters
+// (sendsDone/recvsDone count messages finished, in posting order). A Link knows nothing
+// about collectives: it moves byte ranges, checks that each frame has the type and length
+// the receiver posted, and carries abort frames that name why a peer failed.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "ringreduce/ringreduce.h"
+
+namespace rr {
+
+// What a link registers as epoll_event.data.ptr: the owner of the epoll set calls
+// onEvent with the ready events, and the link's next progress() acts on them.
+class EventTarget {
+ public:
+  virtual void onEvent(uint32_t events) = 0;
+
+ protected:
+  ~EventTarget() = default;
+};
+
+enum class FrameType : uint32_t { kData = 1, kOpHeader = 2, kAbort = 3 };
+
+class Link {
+ public:
+  virtual ~Link() = default;
+
+  // Queue one message. The memory must stay valid until the matching counter passes it.
+  virtual void postSend(const void* data, size_t len, FrameType type) = 0;
+  // Queue one receive; the peer's frame must have exactly this type and length.
+  virtual void postRecv(void* data, size_t len, FrameType type) = 0;
+  virtual uint64_t sendsDone() const = 0;
+  virtual uint64_t recvsDone() const = 0;
+  virtual uint64_t sendsPosted() const = 0;
+  virtual uint64_t recvsPosted() const = 0;
+
+  // Move whatever bytes can move now; true if any did. Throws Error when the peer closed,
+  // sent an abort frame, or broke the framing.
+  virtual bool progress() = 0;
+
+  // Best effort, bounded in time: tell the peer that `originRank` failed and why.
+  virtual void sendAbort(int originRank, rr_result_t code, const std::string& reason) noexcept = 0;
+  // Close every socket; the peer sees the connection end.
+  virtual void shutdown() noexcept = 0;
+
+  virtual int peerRank() const = 0;
+};
+
+}  // namespace rr

@@ -1,0 +1,248 @@
+// TcpLink; see tcp_link.h for the picture.
+#include "transport/tcp/tcp_link.h"
+
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "transport/error.h"
+#include "transport/wire.h"
+
+namespace rr {
+namespace {
+
+constexpr size_t kHeader = 16;
+constexpr size_t kMaxAbortText = 4096;
+
+const char* frameName(uint32_t type) {
+  switch (static_cast<FrameType>(type)) {
+    case FrameType::kData: return "data";
+    case FrameType::kOpHeader: return "op header";
+    case FrameType::kAbort: return "abort";
+  }
+  return "unknown";
+}
+
+}  // namespace
+
+void TcpLink::Socket::onEvent(uint32_t events) {
+  if (events & (EPOLLIN | EPOLLHUP | EPOLLERR | EPOLLRDHUP)) readable = true;
+}
+
+TcpLink::TcpLink(std::vector<Fd> sockets, int epollFd, int peerRank, std::string name)
+    : epollFd_(epollFd), peerRank_(peerRank), name_(std::move(name)) {
+  for (auto& fd : sockets) {
+    auto s = std::make_unique<Socket>();
+    s->fd = std::move(fd);
+    setNonBlocking(s->fd.get());
+    setNoDelay(s->fd.get());
+    epoll_event ev{};
+    ev.events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET;
+    ev.data.ptr = static_cast<EventTarget*>(s.get());
+    if (::epoll_ctl(epollFd_, EPOLL_CTL_ADD, s->fd.get(), &ev) != 0)
+      failErrno(errno, "epoll_ctl ADD");
+    sockets_.push_back(std::move(s));
+  }
+}
+
+TcpLink::~TcpLink() {
+  for (auto& s : sockets_) ::epoll_ctl(epollFd_, EPOLL_CTL_DEL, s->fd.get(), nullptr);
+}
+
+size_t TcpLink::stripeCount(size_t len) const {
+  return std::clamp<size_t>(len / kMinStripe, 1, sockets_.size());
+}
+
+void TcpLink::post(Direction& dir, uint8_t* data, size_t len, FrameType type, bool isSend) {
+  if (dir.posted - dir.done >= kMaxQueued)
+    fail(RR_ERR_INTERNAL, "more than {} messages queued on the link to {}", kMaxQueued, name_);
+  const uint64_t message = dir.posted++;
+  const size_t stripes = stripeCount(len);
+  dir.stripesLeft[message % kMaxQueued] = static_cast<uint32_t>(stripes);
+  for (size_t i = 0; i < stripes; ++i) {
+    const size_t begin = i * (len / stripes) + std::min(i, len % stripes);
+    const size_t size = len / stripes + (i < len % stripes ? 1 : 0);
+    Socket& s = *sockets_[i];
+    Stripe& st = isSend ? s.sends[s.sendTail++ % kMaxQueued] : s.recvs[s.recvTail++ % kMaxQueued];
+    st.data = data + begin;
+    st.len = size;
+    st.moved = 0;
+    st.message = message;
+    st.type = type;
+    wire::put32(st.header.data(), static_cast<uint32_t>(type));
+    wire::put32(st.header.data() + 4, 0);
+    wire::put64(st.header.data() + 8, size);
+  }
+}
+
+void TcpLink::postSend(const void* data, size_t len, FrameType type) {
+  post(send_, static_cast<uint8_t*>(const_cast<void*>(data)), len, type, true);
+}
+
+void TcpLink::postRecv(void* data, size_t len, FrameType type) {
+  post(recv_, static_cast<uint8_t*>(data), len, type, false);
+}
+
+void TcpLink::finishStripe(Direction& dir, uint64_t message) {
+  --dir.stripesLeft[message % kMaxQueued];
+  while (dir.done < dir.posted && dir.stripesLeft[dir.done % kMaxQueued] == 0) ++dir.done;
+}
+
+bool TcpLink::progress() {
+  bool moved = false;
+  for (auto& s : sockets_) {
+    moved |= progressSend(*s);
+    moved |= progressRecv(*s);
+  }
+  return moved;
+}
+
+bool TcpLink::progressSend(Socket& s) {
+  bool moved = false;
+  while (s.sendHead < s.sendTail) {
+    Stripe& st = s.sends[s.sendHead % kMaxQueued];
+    iovec iov[2];
+    int n = 0;
+    if (st.moved < kHeader) {
+      iov[n++] = {st.header.data() + st.moved, kHeader - st.moved};
+      if (st.len > 0) iov[n++] = {st.data, st.len};
+    } else {
+      iov[n++] = {st.data + (st.moved - kHeader), st.len - (st.moved - kHeader)};
+    }
+    msghdr msg{};
+    msg.msg_iov = iov;
+    msg.msg_iovlen = static_cast<size_t>(n);
+    ssize_t sent = ::sendmsg(s.fd.get(), &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (sent < 0) {
+      if (errno == EAGAIN || errno == EINTR) break;
+      if (errno == EPIPE || errno == ECONNRESET)
+        fail(RR_ERR_PEER_LOST, "lost the connection to {}: {}", name_, std::strerror(errno));
+      failErrno(errno, fmt::format("send to {}", name_));
+    }
+    moved = true;
+    st.moved += static_cast<size_t>(sent);
+    if (st.moved < kHeader + st.len) break;  // the socket buffer is full
+    ++s.sendHead;
+    finishStripe(send_, st.message);
+  }
+  return moved;
+}
+
+bool TcpLink::progressRecv(Socket& s) {
+  if (s.recvHead == s.recvTail) {
+    if (s.readable) peekIdle(s);
+    return false;
+  }
+  bool moved = false;
+  while (s.recvHead < s.recvTail) {
+    Stripe& st = s.recvs[s.recvHead % kMaxQueued];
+    uint8_t* dst;
+    size_t want;
+    if (st.moved < kHeader) {
+      dst = st.header.data() + st.moved;
+      want = kHeader - st.moved;
+    } else {
+      dst = st.data + (st.moved - kHeader);
+      want = st.len - (st.moved - kHeader);
+    }
+    ssize_t got = want > 0 ? ::recv(s.fd.get(), dst, want, MSG_DONTWAIT) : 0;
+    if (want > 0 && got == 0)
+      fail(RR_ERR_PEER_LOST, "{} closed the connection in the middle of a {} frame", name_,
+           frameName(static_cast<uint32_t>(st.type)));
+    if (got < 0) {
+      if (errno == EAGAIN || errno == EINTR) {
+        s.readable = false;
+        break;
+      }
+      if (errno == ECONNRESET)
+        fail(RR_ERR_PEER_LOST, "connection reset by {}", name_);
+      failErrno(errno, fmt::format("recv from {}", name_));
+    }
+    moved = true;
+    const bool hadHeader = st.moved >= kHeader;
+    st.moved += static_cast<size_t>(got);
+    if (!hadHeader && st.moved == kHeader) {
+      const uint32_t type = wire::get32(st.header.data());
+      const uint64_t len = wire::get64(st.header.data() + 8);
+      if (type == static_cast<uint32_t>(FrameType::kAbort)) readAbort(s, st.header.data());
+      if (type != static_cast<uint32_t>(st.type) || len != st.len)
+        fail(RR_ERR_SYSTEM,
+             "protocol error: expected a {} frame of {} bytes from {}, got a {} frame (type {}) "
+             "of {} bytes",
+             frameName(static_cast<uint32_t>(st.type)), st.len, name_, frameName(type), type, len);
+    }
+    if (st.moved < kHeader || st.moved < kHeader + st.len) continue;
+    ++s.recvHead;
+    finishStripe(recv_, st.message);
+  }
+  return moved;
+}
+
+void TcpLink::peekIdle(Socket& s) {
+  uint8_t header[kHeader];
+  ssize_t got = ::recv(s.fd.get(), header, kHeader, MSG_PEEK | MSG_DONTWAIT);
+  s.readable = false;
+  if (got == 0 || (got < 0 && errno == ECONNRESET)) {
+    s.peerClosed = true;  // fatal only if this socket is needed again
+    return;
+  }
+  if (got == static_cast<ssize_t>(kHeader) &&
+      wire::get32(header) == static_cast<uint32_t>(FrameType::kAbort)) {
+    ::recv(s.fd.get(), header, kHeader, MSG_DONTWAIT);
+    readAbort(s, header);
+  }
+}
+
+void TcpLink::readAbort(Socket& s, const uint8_t* header) {
+  const uint64_t len = wire::get64(header + 8);
+  if (len < 8 || len > 8 + kMaxAbortText)
+    fail(RR_ERR_SYSTEM, "protocol error: abort frame of {} bytes from {}", len, name_);
+  std::string payload(len, '\0');
+  try {
+    recvAll(s.fd.get(), payload.data(), len, deadlineIn(1000), name_);
+  } catch (const Error&) {
+    fail(RR_ERR_PEER_LOST, "{} aborted without a readable reason", name_);
+  }
+  const auto* p = reinterpret_cast<const uint8_t*>(payload.data());
+  const int origin = static_cast<int32_t>(wire::get32(p));
+  uint32_t code = wire::get32(p + 4);
+  if (code == RR_SUCCESS || code > RR_ERR_INTERNAL) code = RR_ERR_PEER_LOST;
+  std::string reason = payload.substr(8);
+  throw Error(static_cast<rr_result_t>(code),
+              fmt::format("rank {} failed: {} (reported by {})", origin, reason, name_), origin,
+              reason);
+}
+
+void TcpLink::sendAbort(int originRank, rr_result_t code, const std::string& reason) noexcept {
+  try {
+    const std::string text = reason.substr(0, kMaxAbortText);
+    std::string frame(kHeader + 8 + text.size(), '\0');
+    auto* p = reinterpret_cast<uint8_t*>(frame.data());
+    wire::put32(p, static_cast<uint32_t>(FrameType::kAbort));
+    wire::put32(p + 4, 0);
+    wire::put64(p + 8, 8 + text.size());
+    wire::put32(p + 16, static_cast<uint32_t>(originRank));
+    wire::put32(p + 20, static_cast<uint32_t>(code));
+    std::memcpy(p + 24, text.data(), text.size());
+    for (auto& s : sockets_) {
+      // Only at a frame boundary: a frame cut in the middle would corrupt the stream.
+      if (s->sendHead < s->sendTail && s->sends[s->sendHead % kMaxQueued].moved > 0) continue;
+      try {
+        sendAll(s->fd.get(), frame.data(), frame.size(), deadlineIn(100), name_);
+        return;
+      } catch (const Error&) {
+      }
+    }
+  } catch (...) {
+  }
+}
+
+void TcpLink::shutdown() noexcept {
+  for (auto& s : sockets_) ::shutdown(s->fd.get(), SHUT_RDWR);
+}
+
+}  // namespace rr

@@ -1,0 +1,84 @@
+// TcpLink: a Link striped over several TCP sockets (RR_SOCKETS_PER_LINK).
+//
+//   message (one transfer unit)  |------------- len bytes -------------|
+//   stripes, at least 64 KiB     |-- socket 0 --|-- socket 1 --|-- 2 --|
+//   on each socket, a frame      [type u32 | aux u32 | length u64] payload
+//
+// Both ends cut a message into the same stripes, so stripe i of every message travels on
+// socket i and each socket carries frames in posting order. Sockets are non-blocking and
+// registered edge-triggered with the owner's epoll; progress() tries every socket that has
+// work and returns when none can move. Queues are fixed rings: no allocation per message.
+#pragma once
+
+#include <array>
+#include <memory>
+#include <vector>
+
+#include "transport/link.h"
+#include "transport/socket.h"
+
+namespace rr {
+
+class TcpLink final : public Link {
+ public:
+  static constexpr size_t kMinStripe = 64 * 1024;
+  static constexpr size_t kMaxQueued = 64;  // messages in flight per direction
+
+  // Takes the connected sockets (socket i carries stripe i) and registers them with epollFd.
+  // `name` describes the peer in messages ("rank 3 (left neighbour)").
+  TcpLink(std::vector<Fd> sockets, int epollFd, int peerRank, std::string name);
+  ~TcpLink() override;
+
+  void postSend(const void* data, size_t len, FrameType type) override;
+  void postRecv(void* data, size_t len, FrameType type) override;
+  uint64_t sendsDone() const override { return send_.done; }
+  uint64_t recvsDone() const override { return recv_.done; }
+  uint64_t sendsPosted() const override { return send_.posted; }
+  uint64_t recvsPosted() const override { return recv_.posted; }
+  bool progress() override;
+  void sendAbort(int originRank, rr_result_t code, const std::string& reason) noexcept override;
+  void shutdown() noexcept override;
+  int peerRank() const override { return peerRank_; }
+
+ private:
+  struct Stripe {
+    uint8_t* data = nullptr;
+    size_t len = 0;
+    size_t moved = 0;  // header bytes and payload bytes moved so far
+    uint64_t message = 0;
+    FrameType type = FrameType::kData;
+    std::array<uint8_t, 16> header{};
+  };
+  struct Socket final : EventTarget {
+    void onEvent(uint32_t events) override;
+    Fd fd;
+    std::array<Stripe, kMaxQueued> sends{};
+    std::array<Stripe, kMaxQueued> recvs{};
+    uint64_t sendHead = 0, sendTail = 0;  // queue of stripes: [head, tail)
+    uint64_t recvHead = 0, recvTail = 0;
+    bool readable = true;   // set by epoll; a peek is due
+    bool peerClosed = false;
+  };
+  struct Direction {
+    uint64_t posted = 0;
+    uint64_t done = 0;
+    std::array<uint32_t, kMaxQueued> stripesLeft{};
+  };
+
+  void post(Direction& dir, uint8_t* data, size_t len, FrameType type, bool isSend);
+  void finishStripe(Direction& dir, uint64_t message);
+  bool progressSend(Socket& s);
+  bool progressRecv(Socket& s);
+  void peekIdle(Socket& s);
+  [[noreturn]] void readAbort(Socket& s, const uint8_t* header);
+  size_t stripeCount(size_t len) const;
+
+  std::vector<std::unique_ptr<Socket>> sockets_;
+  int epollFd_;
+  int peerRank_;
+  std::string name_;
+  Direction send_;
+  Direction recv_;
+};
+
+}  // namespace rr
