@@ -135,19 +135,24 @@ void Communicator::execute(Collective kind, const void* send, void* recv, size_t
          config_.rank, root, config_.size - 1);
   const auto* s = static_cast<const uint8_t*>(send);
   const auto* r = static_cast<const uint8_t*>(recv);
-  const bool inPlaceAg =
-      kind == Collective::kAllGather && s == r + static_cast<size_t>(config_.rank) * sendBytes;
-  if (count > 0 && send != recv && !inPlaceAg && s < r + recvBytes && r < s + sendBytes)
+  // In place as in NCCL: allgather's send is the rank's block of recv; reduce_scatter's
+  // recv is the rank's block of send; the others' buffers are the same pointer.
+  const size_t myBlock = static_cast<size_t>(config_.rank) * count * es;
+  const bool inPlaceAg = kind == Collective::kAllGather && s == r + myBlock;
+  const bool inPlaceRs = kind == Collective::kReduceScatter && r == s + myBlock;
+  const bool samePointer = send == recv && kind != Collective::kReduceScatter;
+  if (count > 0 && !samePointer && !inPlaceAg && !inPlaceRs && s < r + recvBytes && r < s + sendBytes)
     fail(RR_ERR_INVALID_ARGUMENT,
-         "{} on rank {}: send and receive buffers overlap without being in place", name,
-         config_.rank);
+         "{} on rank {}: send and receive buffers overlap without being in place (in place "
+         "means send == recv; for allgather send == recv + rank * count, for reduce_scatter "
+         "recv == send + rank * count)",
+         name, config_.rank);
 
   OpDesc desc{++seq_, kind, dtype, reduces ? op : RR_SUM,
               kind == Collective::kBroadcast ? root : 0, count};
   if (config_.size == 1) return runLocal(kind, send, recv, count, dtype);
   if (kind == Collective::kAllGather && !inPlaceAg && count > 0)
-    std::memcpy(static_cast<uint8_t*>(recv) + static_cast<size_t>(config_.rank) * sendBytes, send,
-                sendBytes);
+    std::memcpy(static_cast<uint8_t*>(recv) + myBlock, send, sendBytes);
 
   ScheduleParams params;
   params.kind = kind;

@@ -1,0 +1,166 @@
+// One rank of the multi-process collective test, started by `ringreduce run -n N` or by
+// mpirun. Every collective, every dtype and op, in place and out of place, for the counts
+// 0, 1, n-1, n+1, a prime, and one larger than several segments. Integers must match the
+// scalar reference exactly; floats (random values in [-1, 1]) within a stated tolerance:
+// |got - want| <= tol * (|want| + 1) with tol = 1e-5 (fp32), 1e-12 (fp64), 2e-2 (fp16),
+// 8e-2 (bf16), since the ring adds in a different order than the reference.
+// Usage: collectives_check [--quick]
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kernels/dtype.h"
+#include "kernels/reduce.h"
+#include "ringreduce/ringreduce.h"
+
+namespace {
+
+int rank = 0, nranks = 1;
+long checks = 0;
+
+void fillInput(uint8_t* p, size_t count, rr_dtype_t dtype, int r, uint64_t seed) {
+  std::mt19937_64 rng(seed * 1000003 + static_cast<uint64_t>(r));
+  std::uniform_real_distribution<double> real(-1.0, 1.0);
+  const size_t es = rr::dtypeSize(dtype);
+  for (size_t i = 0; i < count; ++i) {
+    const double v = real(rng);
+    const uint64_t bits = rng();
+    switch (dtype) {
+      case RR_FLOAT32: { float f = static_cast<float>(v); std::memcpy(p + 4 * i, &f, 4); break; }
+      case RR_FLOAT64: std::memcpy(p + 8 * i, &v, 8); break;
+      case RR_FLOAT16: { uint16_t h = rr::floatToFp16(static_cast<float>(v)); std::memcpy(p + 2 * i, &h, 2); break; }
+      case RR_BFLOAT16: { uint16_t h = rr::floatToBf16(static_cast<float>(v)); std::memcpy(p + 2 * i, &h, 2); break; }
+      default: std::memcpy(p + es * i, &bits, es);
+    }
+  }
+}
+
+double asDouble(const uint8_t* p, rr_dtype_t dtype) {
+  switch (dtype) {
+    case RR_FLOAT32: { float f; std::memcpy(&f, p, 4); return f; }
+    case RR_FLOAT64: { double d; std::memcpy(&d, p, 8); return d; }
+    case RR_FLOAT16: { uint16_t h; std::memcpy(&h, p, 2); return rr::fp16ToFloat(h); }
+    case RR_BFLOAT16: { uint16_t h; std::memcpy(&h, p, 2); return rr::bf16ToFloat(h); }
+    default: return 0;
+  }
+}
+
+double tolerance(rr_dtype_t dtype) {
+  switch (dtype) {
+    case RR_FLOAT32: return 1e-5;
+    case RR_FLOAT64: return 1e-12;
+    case RR_FLOAT16: return 2e-2;
+    case RR_BFLOAT16: return 8e-2;
+    default: return 0;
+  }
+}
+
+[[noreturn]] void die(const std::string& what) {
+  std::fprintf(stderr, "rank %d: FAILED: %s\n", rank, what.c_str());
+  std::exit(1);
+}
+
+void compare(const uint8_t* got, const uint8_t* want, size_t count, rr_dtype_t dtype,
+             const std::string& what) {
+  const size_t es = rr::dtypeSize(dtype);
+  for (size_t i = 0; i < count; ++i) {
+    bool ok;
+    if (rr::dtypeIsFloat(dtype)) {
+      const double g = asDouble(got + i * es, dtype), w = asDouble(want + i * es, dtype);
+      ok = std::fabs(g - w) <= tolerance(dtype) * (std::fabs(w) + 1.0);
+      if (!ok)
+        die(what + ": element " + std::to_string(i) + " is " + std::to_string(g) + ", expected " +
+            std::to_string(w));
+    } else {
+      ok = std::memcmp(got + i * es, want + i * es, es) == 0;
+      if (!ok) die(what + ": element " + std::to_string(i) + " differs");
+    }
+  }
+  ++checks;
+}
+
+void check(rr_result_t rc, const std::string& what) {
+  if (rc != RR_SUCCESS) die(what + ": " + rr_result_string(rc) + ": " + rr_last_error());
+}
+
+// The reduction of all ranks' inputs, folded in rank order with the scalar reference.
+std::vector<uint8_t> reduced(size_t count, rr_dtype_t dtype, rr_op_t op, uint64_t seed) {
+  const size_t es = rr::dtypeSize(dtype);
+  std::vector<uint8_t> acc(count * es + 1), other(count * es + 1);
+  fillInput(acc.data(), count, dtype, 0, seed);
+  for (int r = 1; r < nranks; ++r) {
+    fillInput(other.data(), count, dtype, r, seed);
+    rr::reduceReference(acc.data(), acc.data(), other.data(), count, dtype, op);
+  }
+  if (op == RR_AVG) rr::finalizeAvg(acc.data(), count, dtype, nranks);
+  return acc;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const bool quick = argc > 1 && std::string(argv[1]) == "--quick";
+  rr_comm_t comm = nullptr;
+  check(rr_comm_init_from_env(&comm), "rr_comm_init_from_env");
+  check(rr_comm_rank(comm, &rank), "rank");
+  check(rr_comm_size(comm, &nranks), "size");
+  const size_t n = static_cast<size_t>(nranks);
+  std::vector<size_t> counts = {0, 1, n > 1 ? n - 1 : 2, n + 1, 1009, 300007};
+  if (quick) counts = {0, 1, n + 1, 100003};
+  uint64_t seed = 1;
+
+  for (int d = 0; d < rr::kNumDtypes; ++d) {
+    const auto dtype = static_cast<rr_dtype_t>(d);
+    const size_t es = rr::dtypeSize(dtype);
+    for (size_t count : counts) {
+      for (int inPlace = 0; inPlace < 2; ++inPlace) {
+        for (int o = 0; o < rr::kNumOps; ++o) {
+          const auto op = static_cast<rr_op_t>(o);
+          const std::string tag = std::string(rr::dtypeName(dtype)) + " " + rr::opName(op) +
+                                  " count " + std::to_string(count) + (inPlace ? " in place" : "");
+          // all-reduce
+          ++seed;
+          std::vector<uint8_t> send(count * es * n + 1), recv(count * es * n + 1);
+          fillInput(send.data(), count, dtype, rank, seed);
+          uint8_t* out = inPlace ? send.data() : recv.data();
+          check(rr_allreduce(comm, send.data(), out, count, dtype, op, nullptr), "allreduce " + tag);
+          compare(out, reduced(count, dtype, op, seed).data(), count, dtype, "allreduce " + tag);
+          // reduce_scatter: rank r receives block r
+          ++seed;
+          fillInput(send.data(), count * n, dtype, rank, seed);
+          out = inPlace ? send.data() + static_cast<size_t>(rank) * count * es : recv.data();
+          check(rr_reduce_scatter(comm, send.data(), out, count, dtype, op, nullptr),
+                "reduce_scatter " + tag);
+          compare(out, reduced(count * n, dtype, op, seed).data() + static_cast<size_t>(rank) * count * es,
+                  count, dtype, "reduce_scatter " + tag);
+        }
+        const std::string tag = std::string(rr::dtypeName(dtype)) + " count " +
+                                std::to_string(count) + (inPlace ? " in place" : "");
+        // allgather: recv = blocks in rank order
+        ++seed;
+        std::vector<uint8_t> recv(count * es * n + 1), send(count * es + 1), want(count * es * n + 1);
+        uint8_t* mine = inPlace ? recv.data() + static_cast<size_t>(rank) * count * es : send.data();
+        fillInput(mine, count, dtype, rank, seed);
+        check(rr_allgather(comm, mine, recv.data(), count, dtype, nullptr), "allgather " + tag);
+        for (int r = 0; r < nranks; ++r)
+          fillInput(want.data() + static_cast<size_t>(r) * count * es, count, dtype, r, seed);
+        compare(recv.data(), want.data(), count * n, dtype, "allgather " + tag);
+        // broadcast from a root that moves around the ring
+        ++seed;
+        const int root = static_cast<int>(seed % n);
+        fillInput(recv.data(), count, dtype, rank, seed);
+        fillInput(want.data(), count, dtype, root, seed);
+        check(rr_broadcast(comm, recv.data(), count, dtype, root, nullptr), "broadcast " + tag);
+        compare(recv.data(), want.data(), count, dtype, "broadcast " + tag + " root " + std::to_string(root));
+      }
+    }
+  }
+  check(rr_barrier(comm), "barrier");
+  check(rr_comm_destroy(comm), "destroy");
+  std::printf("rank %d of %d: %ld checks passed\n", rank, nranks, checks);
+  return 0;
+}

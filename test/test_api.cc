@@ -1,0 +1,96 @@
+// The C API's answers to bad input: the matching code, a message naming the problem, and
+// no crash. A single-rank communicator needs no network.
+#include <catch2/catch.hpp>
+
+#include <cstdint>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "ringreduce/ringreduce.h"
+
+namespace {
+
+rr_comm_t single() {
+  rr_config_t cfg = RR_CONFIG_INIT;
+  cfg.rank = 0;
+  cfg.size = 1;
+  rr_comm_t comm = nullptr;
+  REQUIRE(rr_comm_init(&cfg, &comm) == RR_SUCCESS);
+  REQUIRE(comm != nullptr);
+  return comm;
+}
+
+bool says(const char* needle) { return std::string(rr_last_error()).find(needle) != std::string::npos; }
+
+}  // namespace
+
+TEST_CASE("version and result strings") {
+  REQUIRE(rr_version() == RR_VERSION_CODE);
+  REQUIRE(std::string(rr_result_string(RR_ERR_MISMATCH)).find("mismatch") != std::string::npos);
+  REQUIRE(std::string(rr_result_string(static_cast<rr_result_t>(99))) == "unknown result code");
+}
+
+TEST_CASE("init rejects bad configurations") {
+  rr_comm_t comm = reinterpret_cast<rr_comm_t>(0x1);
+  REQUIRE(rr_comm_init(nullptr, &comm) == RR_ERR_INVALID_ARGUMENT);
+  REQUIRE(comm == nullptr);
+  REQUIRE(rr_comm_init_from_env(nullptr) == RR_ERR_INVALID_ARGUMENT);
+
+  rr_config_t cfg = RR_CONFIG_INIT;
+  cfg.rank = 4;
+  cfg.size = 4;
+  cfg.addr = "127.0.0.1:1";
+  REQUIRE(rr_comm_init(&cfg, &comm) == RR_ERR_INVALID_ARGUMENT);
+  REQUIRE(says("rank 4 is out of range for size 4"));
+
+  cfg.rank = 0;
+  cfg.size = 0;
+  REQUIRE(rr_comm_init(&cfg, &comm) == RR_ERR_INVALID_ARGUMENT);
+  REQUIRE(says("size 0"));
+
+  cfg.size = 2;
+  cfg.addr = "no-port-here";
+  REQUIRE(rr_comm_init(&cfg, &comm) == RR_ERR_INVALID_ARGUMENT);
+  REQUIRE(says("no-port-here"));
+
+  cfg.struct_size = 1;
+  REQUIRE(rr_comm_init(&cfg, &comm) == RR_ERR_INVALID_ARGUMENT);
+  REQUIRE(says("struct_size"));
+}
+
+TEST_CASE("collectives reject bad arguments and stay usable") {
+  rr_comm_t comm = single();
+  float x[4] = {1, 2, 3, 4}, y[4] = {};
+  REQUIRE(rr_allreduce(nullptr, x, y, 4, RR_FLOAT32, RR_SUM, nullptr) == RR_ERR_INVALID_ARGUMENT);
+  REQUIRE(says("comm is NULL"));
+  REQUIRE(rr_allreduce(comm, nullptr, y, 4, RR_FLOAT32, RR_SUM, nullptr) == RR_ERR_INVALID_ARGUMENT);
+  REQUIRE(says("NULL"));
+  REQUIRE(rr_allreduce(comm, x, nullptr, 4, RR_FLOAT32, RR_SUM, nullptr) == RR_ERR_INVALID_ARGUMENT);
+  REQUIRE(rr_allreduce(comm, x, y, 4, static_cast<rr_dtype_t>(42), RR_SUM, nullptr) == RR_ERR_INVALID_ARGUMENT);
+  REQUIRE(says("unknown dtype 42"));
+  REQUIRE(rr_allreduce(comm, x, y, 4, RR_FLOAT32, static_cast<rr_op_t>(-1), nullptr) == RR_ERR_INVALID_ARGUMENT);
+  REQUIRE(says("unknown reduction op -1"));
+  REQUIRE(rr_allreduce(comm, x, y, SIZE_MAX / 2, RR_FLOAT64, RR_SUM, nullptr) == RR_ERR_INVALID_ARGUMENT);
+  REQUIRE(says("overflows"));
+  REQUIRE(rr_allgather(comm, x, y, SIZE_MAX / 8, RR_INT64, nullptr) == RR_ERR_INVALID_ARGUMENT);
+  REQUIRE(rr_broadcast(comm, x, 4, RR_FLOAT32, 1, nullptr) == RR_ERR_INVALID_ARGUMENT);
+  REQUIRE(says("root 1 is out of range"));
+  REQUIRE(rr_allreduce(comm, x, x + 1, 2, RR_FLOAT32, RR_SUM, nullptr) == RR_ERR_INVALID_ARGUMENT);
+  REQUIRE(says("overlap"));
+  int stream = 0;
+  REQUIRE(rr_allreduce(comm, x, y, 4, RR_FLOAT32, RR_SUM, &stream) == RR_ERR_UNSUPPORTED);
+  REQUIRE(rr_comm_rank(comm, nullptr) == RR_ERR_INVALID_ARGUMENT);
+
+  // still usable, and a single rank's reduction is a copy
+  REQUIRE(rr_allreduce(comm, x, y, 4, RR_FLOAT32, RR_AVG, nullptr) == RR_SUCCESS);
+  REQUIRE(y[3] == 4.0f);
+  REQUIRE(rr_allreduce(comm, nullptr, nullptr, 0, RR_FLOAT32, RR_SUM, nullptr) == RR_SUCCESS);
+  REQUIRE(rr_barrier(comm) == RR_SUCCESS);
+  int rank = -1, size = -1;
+  REQUIRE(rr_comm_rank(comm, &rank) == RR_SUCCESS);
+  REQUIRE(rr_comm_size(comm, &size) == RR_SUCCESS);
+  REQUIRE((rank == 0 && size == 1));
+  REQUIRE(rr_comm_destroy(comm) == RR_SUCCESS);
+  REQUIRE(rr_comm_destroy(nullptr) == RR_SUCCESS);
+}
