@@ -175,7 +175,7 @@ void Communicator::execute(Collective kind, const void* send, void* recv, size_t
   try {
     engine_->run(RingSchedule(params), desc, send, recv);
   } catch (const Error& e) {
-    poison(e);
+    poison(e, desc.seq);
     throw;
   }
 }
@@ -186,14 +186,16 @@ void Communicator::runLocal(Collective kind, const void* send, void* recv, size_
   std::memmove(recv, send, count * dtypeSize(dtype));  // one rank: the reduction is a copy
 }
 
-void Communicator::poison(const Error& error) {
+void Communicator::poison(const Error& error, uint64_t seq) {
   error_ = std::make_pair(error.code(), std::string(error.what()));
   log_->error("{}", error.what());
+  // Forward the first failure to both neighbours (a received abort keeps its origin). The
+  // sockets stay open so that the frame is read before the connection ends; a link whose
+  // frame could not go out is closed so the neighbour sees the loss now, not at its timeout.
   const int origin = error.origin() >= 0 ? error.origin() : config_.rank;
-  if (left_) left_->sendAbort(origin, error.code(), error.reason());
-  if (right_) right_->sendAbort(origin, error.code(), error.reason());
-  if (left_) left_->shutdown();
-  if (right_) right_->shutdown();
+  const uint64_t originSeq = error.origin() >= 0 ? error.seq() : seq;
+  for (Link* link : {left_.get(), right_.get()})
+    if (!link->sendAbort(origin, error.code(), originSeq, error.reason())) link->shutdown();
 }
 
 }  // namespace rr

@@ -48,7 +48,7 @@ class Communicator {
   void execute(Collective kind, const void* send, void* recv, size_t count, rr_dtype_t dtype,
                rr_op_t op, int root);
   void runLocal(Collective kind, const void* send, void* recv, size_t count, rr_dtype_t dtype);
-  void poison(const Error& error);
+  void poison(const Error& error, uint64_t seq);
 
   Config config_;
   std::shared_ptr<spdlog::logger> log_;

@@ -59,6 +59,7 @@ ProgressEngine::ProgressEngine(int rank, int size, Link* left, Link* right, int 
 ProgressEngine::~ProgressEngine() { std::free(staging_); }
 
 void ProgressEngine::run(const RingSchedule& s, const OpDesc& op, const void* send, void* recv) {
+  if (pendingAbort_) throw *pendingAbort_;
   const uint64_t headerSendMsg = right_->sendsPosted();
   encodeHeader(op, myHeader_);
   right_->postSend(myHeader_, sizeof myHeader_, FrameType::kOpHeader);
@@ -72,8 +73,7 @@ void ProgressEngine::run(const RingSchedule& s, const OpDesc& op, const void* se
   while (c.recvDone < n || c.sendDone < n || !headerOk_ || right_->sendsDone() <= headerSendMsg) {
     bool moved = postSends(s, c, op, send, recv);
     moved |= postRecvs(s, c, op, recv);
-    moved |= right_->progress();
-    moved |= left_->progress();
+    moved |= progressLinks(op);
     if (!headerOk_ && left_->recvsDone() > headerRecvMsg_) {
       checkHeader(op);
       moved = true;
@@ -154,6 +154,20 @@ bool ProgressEngine::completeRecvs(const RingSchedule& s, Counters& c, const OpD
   return moved;
 }
 
+bool ProgressEngine::progressLinks(const OpDesc& op) {
+  bool moved = false;
+  for (Link* link : {right_, left_}) {
+    try {
+      moved |= link->progress();
+    } catch (const Error& e) {
+      if (e.origin() < 0 || e.seq() <= op.seq || pendingAbort_) throw;
+      pendingAbort_ = e;
+      moved = true;
+    }
+  }
+  return moved;
+}
+
 void ProgressEngine::checkHeader(const OpDesc& op) {
   headerOk_ = true;
   if (std::memcmp(myHeader_, leftHeader_, sizeof myHeader_) == 0) return;
@@ -176,6 +190,7 @@ void ProgressEngine::wait(Clock::time_point deadline) {
 }
 
 void ProgressEngine::timeout(const RingSchedule& s, const Counters& c, const OpDesc& op) {
+  if (pendingAbort_) throw *pendingAbort_;
   const int left = (rank_ - 1 + size_) % size_;
   const int right = (rank_ + 1) % size_;
   const std::string what =

@@ -15,15 +15,20 @@
 // is allocated once per communicator. Before any data, each rank sends its right neighbour
 // an op header and compares the one from its left (RR_ERR_MISMATCH names both ranks).
 //
-// The engine runs in the thread that calls the collective.
+// A neighbour's abort frame fails the running collective, unless it comes from a later one
+// (the neighbour finished this one and failed in the next): then this rank finishes its
+// part and the abort fails its next call. The engine runs in the thread that calls the
+// collective.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 
 #include "engine/ring_schedule.h"
 #include "kernels/reduce.h"
+#include "transport/error.h"
 #include "transport/link.h"
 #include "transport/socket.h"
 
@@ -62,6 +67,7 @@ class ProgressEngine {
   bool completeRecvs(const RingSchedule& s, Counters& c, const OpDesc& op, const void* send,
                      void* recv);
   void checkHeader(const OpDesc& op);
+  bool progressLinks(const OpDesc& op);
   void wait(Clock::time_point deadline);
   [[noreturn]] void timeout(const RingSchedule& s, const Counters& c, const OpDesc& op);
   uint8_t* inSlot(size_t unit) const { return staging_ + (unit % kInSlots) * segmentBytes_; }
@@ -83,6 +89,9 @@ class ProgressEngine {
   uint64_t recvMsgAfter_[kRing] = {};
   uint64_t headerRecvMsg_ = 0;         // the left link message that carries the op header
   bool headerOk_ = false;
+  // An abort a neighbour sent from a later collective than the one running here: this
+  // rank's part of the running one can still finish, so the abort fails the next one.
+  std::optional<Error> pendingAbort_;
   uint8_t myHeader_[32] = {};
   uint8_t leftHeader_[32] = {};
 };

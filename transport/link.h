@@ -43,8 +43,10 @@ class Link {
   // sent an abort frame, or broke the framing.
   virtual bool progress() = 0;
 
-  // Best effort, bounded in time: tell the peer that `originRank` failed and why.
-  virtual void sendAbort(int originRank, rr_result_t code, const std::string& reason) noexcept = 0;
+  // Best effort, bounded in time: tell the peer that `originRank` failed in its collective
+  // number `seq`, and why. Returns whether the frame went out whole.
+  virtual bool sendAbort(int originRank, rr_result_t code, uint64_t seq,
+                         const std::string& reason) noexcept = 0;
   // Close every socket; the peer sees the connection end.
   virtual void shutdown() noexcept = 0;
 

@@ -120,7 +120,7 @@ bool TcpLink::progressSend(Socket& s) {
     if (sent < 0) {
       if (errno == EAGAIN || errno == EINTR) break;
       if (errno == EPIPE || errno == ECONNRESET)
-        fail(RR_ERR_PEER_LOST, "lost the connection to {}: {}", name_, std::strerror(errno));
+        peerLost(fmt::format("lost the connection to {}: {}", name_, std::strerror(errno)));
       failErrno(errno, fmt::format("send to {}", name_));
     }
     moved = true;
@@ -151,15 +151,14 @@ bool TcpLink::progressRecv(Socket& s) {
     }
     ssize_t got = want > 0 ? ::recv(s.fd.get(), dst, want, MSG_DONTWAIT) : 0;
     if (want > 0 && got == 0)
-      fail(RR_ERR_PEER_LOST, "{} closed the connection in the middle of a {} frame", name_,
-           frameName(static_cast<uint32_t>(st.type)));
+      peerLost(fmt::format("{} closed the connection while this rank waited for a {} frame",
+                           name_, frameName(static_cast<uint32_t>(st.type))));
     if (got < 0) {
       if (errno == EAGAIN || errno == EINTR) {
         s.readable = false;
         break;
       }
-      if (errno == ECONNRESET)
-        fail(RR_ERR_PEER_LOST, "connection reset by {}", name_);
+      if (errno == ECONNRESET) peerLost(fmt::format("connection reset by {}", name_));
       failErrno(errno, fmt::format("recv from {}", name_));
     }
     moved = true;
@@ -199,7 +198,7 @@ void TcpLink::peekIdle(Socket& s) {
 
 void TcpLink::readAbort(Socket& s, const uint8_t* header) {
   const uint64_t len = wire::get64(header + 8);
-  if (len < 8 || len > 8 + kMaxAbortText)
+  if (len < 16 || len > 16 + kMaxAbortText)
     fail(RR_ERR_SYSTEM, "protocol error: abort frame of {} bytes from {}", len, name_);
   std::string payload(len, '\0');
   try {
@@ -211,34 +210,56 @@ void TcpLink::readAbort(Socket& s, const uint8_t* header) {
   const int origin = static_cast<int32_t>(wire::get32(p));
   uint32_t code = wire::get32(p + 4);
   if (code == RR_SUCCESS || code > RR_ERR_INTERNAL) code = RR_ERR_PEER_LOST;
-  std::string reason = payload.substr(8);
+  const uint64_t seq = wire::get64(p + 8);
+  std::string reason = payload.substr(16);
   throw Error(static_cast<rr_result_t>(code),
-              fmt::format("rank {} failed: {} (reported by {})", origin, reason, name_), origin,
-              reason);
+              fmt::format("rank {} aborted the job: {} (reported by {})", origin, reason, name_),
+              origin, seq, reason);
 }
 
-void TcpLink::sendAbort(int originRank, rr_result_t code, const std::string& reason) noexcept {
+void TcpLink::throwPendingAbort() {
+  for (auto& s : sockets_) {
+    if (s->recvHead < s->recvTail && s->recvs[s->recvHead % kMaxQueued].moved > 0) continue;
+    uint8_t header[kHeader];
+    ssize_t got = ::recv(s->fd.get(), header, kHeader, MSG_PEEK | MSG_DONTWAIT);
+    if (got == static_cast<ssize_t>(kHeader) &&
+        wire::get32(header) == static_cast<uint32_t>(FrameType::kAbort)) {
+      ::recv(s->fd.get(), header, kHeader, MSG_DONTWAIT);
+      readAbort(*s, header);
+    }
+  }
+}
+
+void TcpLink::peerLost(const std::string& what) {
+  throwPendingAbort();
+  throw Error(RR_ERR_PEER_LOST, what);
+}
+
+bool TcpLink::sendAbort(int originRank, rr_result_t code, uint64_t seq,
+                        const std::string& reason) noexcept {
   try {
     const std::string text = reason.substr(0, kMaxAbortText);
-    std::string frame(kHeader + 8 + text.size(), '\0');
+    std::string frame(kHeader + 16 + text.size(), '\0');
     auto* p = reinterpret_cast<uint8_t*>(frame.data());
     wire::put32(p, static_cast<uint32_t>(FrameType::kAbort));
     wire::put32(p + 4, 0);
-    wire::put64(p + 8, 8 + text.size());
+    wire::put64(p + 8, 16 + text.size());
     wire::put32(p + 16, static_cast<uint32_t>(originRank));
     wire::put32(p + 20, static_cast<uint32_t>(code));
-    std::memcpy(p + 24, text.data(), text.size());
+    wire::put64(p + 24, seq);
+    std::memcpy(p + 32, text.data(), text.size());
     for (auto& s : sockets_) {
       // Only at a frame boundary: a frame cut in the middle would corrupt the stream.
       if (s->sendHead < s->sendTail && s->sends[s->sendHead % kMaxQueued].moved > 0) continue;
       try {
         sendAll(s->fd.get(), frame.data(), frame.size(), deadlineIn(100), name_);
-        return;
+        return true;
       } catch (const Error&) {
       }
     }
   } catch (...) {
   }
+  return false;
 }
 
 void TcpLink::shutdown() noexcept {

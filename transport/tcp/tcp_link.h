@@ -36,7 +36,8 @@ class TcpLink final : public Link {
   uint64_t sendsPosted() const override { return send_.posted; }
   uint64_t recvsPosted() const override { return recv_.posted; }
   bool progress() override;
-  void sendAbort(int originRank, rr_result_t code, const std::string& reason) noexcept override;
+  bool sendAbort(int originRank, rr_result_t code, uint64_t seq,
+                 const std::string& reason) noexcept override;
   void shutdown() noexcept override;
   int peerRank() const override { return peerRank_; }
 
@@ -71,6 +72,10 @@ class TcpLink final : public Link {
   bool progressRecv(Socket& s);
   void peekIdle(Socket& s);
   [[noreturn]] void readAbort(Socket& s, const uint8_t* header);
+  // Throws the abort frame a peer left at a frame boundary of any socket, if there is one:
+  // a peer that fails sends it before its sockets close, so it explains a lost connection.
+  void throwPendingAbort();
+  [[noreturn]] void peerLost(const std::string& what);
   size_t stripeCount(size_t len) const;
 
   std::vector<std::unique_ptr<Socket>> sockets_;
