@@ -4,6 +4,8 @@
 # must also compile as strict C99.
 set -euo pipefail
 build=$1 src=$2
+# meson points LD_LIBRARY_PATH at the build tree; a user's program must not need it.
+unset LD_LIBRARY_PATH
 stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT
 meson install -C "$build" --destdir "$stage" --no-rebuild >/dev/null
