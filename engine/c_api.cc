@@ -5,11 +5,16 @@
 #include <string>
 
 #include "engine/communicator.h"
+#include "engine/request.h"
 #include "ringreduce/ringreduce.h"
 #include "transport/error.h"
 
 struct rr_comm {
   std::unique_ptr<rr::Communicator> impl;
+};
+
+struct rr_request {
+  std::shared_ptr<rr::Request> impl;
 };
 
 namespace {
@@ -45,6 +50,22 @@ void checkStream(void* stream, const char* call) {
   if (stream != nullptr)
     rr::fail(RR_ERR_UNSUPPORTED,
              "{}: stream must be NULL; device buffers are not supported by this build yet", call);
+}
+
+// Waits for a submitted collective and turns its result into this call's result.
+void waitFor(const std::shared_ptr<rr::Request>& request) {
+  if (rr_result_t rc = request->wait(); rc != RR_SUCCESS) throw rr::Error(rc, request->error);
+}
+
+// Hands a submitted collective to the caller as a request handle.
+void handOut(std::shared_ptr<rr::Request> request, rr_request_t* req, const char* call) {
+  if (req == nullptr) rr::fail(RR_ERR_INVALID_ARGUMENT, "{}: req is NULL", call);
+  *req = new rr_request{std::move(request)};
+}
+
+void checkReqOut(rr_request_t* req, const char* call) {
+  if (req == nullptr) rr::fail(RR_ERR_INVALID_ARGUMENT, "{}: req is NULL", call);
+  *req = nullptr;
 }
 
 }  // namespace
@@ -120,7 +141,7 @@ rr_result_t rr_allreduce(rr_comm_t comm, const void* send, void* recv, size_t co
   return guarded([&] {
     auto& c = commOf(comm, "rr_allreduce");
     checkStream(stream, "rr_allreduce");
-    c.allreduce(send, recv, count, dtype, op);
+    waitFor(c.submit(rr::Collective::kAllReduce, send, recv, count, dtype, op, 0));
   });
 }
 
@@ -129,7 +150,7 @@ rr_result_t rr_broadcast(rr_comm_t comm, void* buf, size_t count, rr_dtype_t dty
   return guarded([&] {
     auto& c = commOf(comm, "rr_broadcast");
     checkStream(stream, "rr_broadcast");
-    c.broadcast(buf, count, dtype, root);
+    waitFor(c.submit(rr::Collective::kBroadcast, buf, buf, count, dtype, RR_SUM, root));
   });
 }
 
@@ -138,7 +159,7 @@ rr_result_t rr_allgather(rr_comm_t comm, const void* send, void* recv, size_t co
   return guarded([&] {
     auto& c = commOf(comm, "rr_allgather");
     checkStream(stream, "rr_allgather");
-    c.allgather(send, recv, count_per_rank, dtype);
+    waitFor(c.submit(rr::Collective::kAllGather, send, recv, count_per_rank, dtype, RR_SUM, 0));
   });
 }
 
@@ -147,12 +168,85 @@ rr_result_t rr_reduce_scatter(rr_comm_t comm, const void* send, void* recv,
   return guarded([&] {
     auto& c = commOf(comm, "rr_reduce_scatter");
     checkStream(stream, "rr_reduce_scatter");
-    c.reduceScatter(send, recv, count_per_rank, dtype, op);
+    waitFor(c.submit(rr::Collective::kReduceScatter, send, recv, count_per_rank, dtype, op, 0));
   });
 }
 
 rr_result_t rr_barrier(rr_comm_t comm) {
-  return guarded([&] { commOf(comm, "rr_barrier").barrier(); });
+  return guarded([&] { waitFor(commOf(comm, "rr_barrier").submitBarrier()); });
+}
+
+rr_result_t rr_allreduce_async(rr_comm_t comm, const void* send, void* recv, size_t count,
+                               rr_dtype_t dtype, rr_op_t op, void* stream, rr_request_t* req) {
+  return guarded([&] {
+    checkReqOut(req, "rr_allreduce_async");
+    auto& c = commOf(comm, "rr_allreduce_async");
+    checkStream(stream, "rr_allreduce_async");
+    handOut(c.submit(rr::Collective::kAllReduce, send, recv, count, dtype, op, 0), req,
+            "rr_allreduce_async");
+  });
+}
+
+rr_result_t rr_broadcast_async(rr_comm_t comm, void* buf, size_t count, rr_dtype_t dtype,
+                               int root, void* stream, rr_request_t* req) {
+  return guarded([&] {
+    checkReqOut(req, "rr_broadcast_async");
+    auto& c = commOf(comm, "rr_broadcast_async");
+    checkStream(stream, "rr_broadcast_async");
+    handOut(c.submit(rr::Collective::kBroadcast, buf, buf, count, dtype, RR_SUM, root), req,
+            "rr_broadcast_async");
+  });
+}
+
+rr_result_t rr_allgather_async(rr_comm_t comm, const void* send, void* recv,
+                               size_t count_per_rank, rr_dtype_t dtype, void* stream,
+                               rr_request_t* req) {
+  return guarded([&] {
+    checkReqOut(req, "rr_allgather_async");
+    auto& c = commOf(comm, "rr_allgather_async");
+    checkStream(stream, "rr_allgather_async");
+    handOut(c.submit(rr::Collective::kAllGather, send, recv, count_per_rank, dtype, RR_SUM, 0),
+            req, "rr_allgather_async");
+  });
+}
+
+rr_result_t rr_reduce_scatter_async(rr_comm_t comm, const void* send, void* recv,
+                                    size_t count_per_rank, rr_dtype_t dtype, rr_op_t op,
+                                    void* stream, rr_request_t* req) {
+  return guarded([&] {
+    checkReqOut(req, "rr_reduce_scatter_async");
+    auto& c = commOf(comm, "rr_reduce_scatter_async");
+    checkStream(stream, "rr_reduce_scatter_async");
+    handOut(c.submit(rr::Collective::kReduceScatter, send, recv, count_per_rank, dtype, op, 0),
+            req, "rr_reduce_scatter_async");
+  });
+}
+
+rr_result_t rr_test(rr_request_t req, int* done) {
+  rr_result_t result = RR_SUCCESS;
+  rr_result_t rc = guarded([&] {
+    if (req == nullptr || !req->impl) rr::fail(RR_ERR_INVALID_ARGUMENT, "rr_test: req is NULL");
+    if (done == nullptr) rr::fail(RR_ERR_INVALID_ARGUMENT, "rr_test: done is NULL");
+    if (!req->impl->done.load(std::memory_order_acquire)) {
+      *done = 0;
+      result = RR_IN_PROGRESS;
+      return;
+    }
+    *done = 1;
+    if (req->impl->result != RR_SUCCESS) throw rr::Error(req->impl->result, req->impl->error);
+  });
+  return rc != RR_SUCCESS ? rc : result;
+}
+
+rr_result_t rr_wait(rr_request_t req) {
+  return guarded([&] {
+    if (req == nullptr || !req->impl) rr::fail(RR_ERR_INVALID_ARGUMENT, "rr_wait: req is NULL");
+    waitFor(req->impl);
+  });
+}
+
+rr_result_t rr_request_free(rr_request_t req) {
+  return guarded([&] { delete req; });
 }
 
 }  // extern "C"

@@ -7,10 +7,14 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 
 #include "engine/bootstrap.h"
+#include "engine/op_header.h"
 #include "engine/progress_engine.h"
+#include "engine/stall_monitor.h"
+#include "engine/timeline.h"
 #include "kernels/dtype.h"
 #include "transport/error.h"
 #include "transport/tcp/tcp_link.h"
@@ -40,6 +44,19 @@ size_t checkedBytes(size_t count, size_t factor, size_t elemSize, const char* wh
   return bytes;
 }
 
+GroupHeader headerFor(const std::vector<std::shared_ptr<Request>>& ops, size_t count) {
+  GroupHeader h;
+  const OpDesc& first = ops.front()->desc;
+  h.firstSeq = first.seq;
+  h.numOps = static_cast<uint32_t>(count);
+  h.kind = first.kind;
+  h.dtype = first.dtype;
+  h.op = first.op;
+  h.root = first.root;
+  for (size_t i = 0; i < count; ++i) h.counts[i] = ops[i]->desc.count;
+  return h;
+}
+
 }  // namespace
 
 void checkDtypeOp(int dtype, int op, bool needOp) {
@@ -54,6 +71,7 @@ std::unique_ptr<Communicator> Communicator::create(const rr_config_t* overrides)
   auto log = makeLogger(config);
   std::unique_ptr<Communicator> comm(new Communicator(std::move(config), std::move(log)));
   comm->connect();
+  comm->thread_ = std::thread([c = comm.get()] { c->progressLoop(); });
   return comm;
 }
 
@@ -61,11 +79,15 @@ Communicator::Communicator(Config config, std::shared_ptr<spdlog::logger> log)
     : config_(std::move(config)), log_(std::move(log)) {}
 
 Communicator::~Communicator() {
+  // Refuse new work, let the thread finish what is queued, then stop it.
+  queue_.close();
+  if (thread_.joinable()) thread_.join();
   if (left_) left_->shutdown();
   if (right_) right_->shutdown();
   engine_.reset();
   left_.reset();
   right_.reset();
+  timeline_.reset();
   if (epollFd_ >= 0) ::close(epollFd_);
 }
 
@@ -74,55 +96,51 @@ void Communicator::connect() {
   if (config_.secret.empty() && config_.size > 1)
     log_->warn("RR_SECRET is not set: connections are authenticated with an empty key");
   barrierBuf_ = std::make_unique<uint8_t[]>(static_cast<size_t>(config_.size));
+  timeline_ = Timeline::open(config_.timeline, config_.rank);
   if (config_.size == 1) return;
   epollFd_ = ::epoll_create1(EPOLL_CLOEXEC);
   if (epollFd_ < 0) failErrno(errno, "epoll_create1");
-  bootstrap_ = std::make_unique<RingSockets>(connectRing(config_, *log_));
+  sockets_ = std::make_unique<RingSockets>(connectRing(config_, *log_));
   const int left = (config_.rank - 1 + config_.size) % config_.size;
   const int right = (config_.rank + 1) % config_.size;
-  left_ = std::make_unique<TcpLink>(std::move(bootstrap_->left), epollFd_, left,
+  left_ = std::make_unique<TcpLink>(std::move(sockets_->left), epollFd_, left,
                                     fmt::format("rank {} (left neighbour)", left));
-  right_ = std::make_unique<TcpLink>(std::move(bootstrap_->right), epollFd_, right,
+  right_ = std::make_unique<TcpLink>(std::move(sockets_->right), epollFd_, right,
                                      fmt::format("rank {} (right neighbour)", right));
   engine_ = std::make_unique<ProgressEngine>(config_.rank, config_.size, left_.get(),
                                              right_.get(), epollFd_, config_.segmentBytes,
-                                             config_.timeoutMs);
+                                             config_.timeoutMs, [this] { onIdle(); });
+  monitor_ = std::make_unique<StallMonitor>(config_.rank, config_.size, &sockets_->bootstrap,
+                                            config_.stallWarnS, *log_);
+  if (config_.fusionBytes > 0) {
+    void* p = nullptr;
+    if (posix_memalign(&p, 4096, config_.fusionBytes) != 0)
+      fail(RR_ERR_SYSTEM, "cannot allocate the {}-byte fusion buffer", config_.fusionBytes);
+    fusionBuf_ = std::unique_ptr<uint8_t, void (*)(void*)>(static_cast<uint8_t*>(p), std::free);
+  }
 }
 
-void Communicator::allreduce(const void* send, void* recv, size_t count, rr_dtype_t dtype,
-                             rr_op_t op) {
-  execute(Collective::kAllReduce, send, recv, count, dtype, op, 0);
+std::optional<std::pair<rr_result_t, std::string>> Communicator::stickyError() {
+  std::lock_guard<std::mutex> lock(errorMutex_);
+  return error_;
 }
 
-void Communicator::broadcast(void* buf, size_t count, rr_dtype_t dtype, int root) {
-  execute(Collective::kBroadcast, buf, buf, count, dtype, RR_SUM, root);
-}
-
-void Communicator::allgather(const void* send, void* recv, size_t countPerRank, rr_dtype_t dtype) {
-  execute(Collective::kAllGather, send, recv, countPerRank, dtype, RR_SUM, 0);
-}
-
-void Communicator::reduceScatter(const void* send, void* recv, size_t countPerRank,
-                                 rr_dtype_t dtype, rr_op_t op) {
-  execute(Collective::kReduceScatter, send, recv, countPerRank, dtype, op, 0);
-}
-
-void Communicator::barrier() {
+std::shared_ptr<Request> Communicator::submitBarrier() {
   // An all-reduce with one element per block: every rank's result depends on every rank.
-  std::memset(barrierBuf_.get(), 0, static_cast<size_t>(config_.size));
-  execute(Collective::kAllReduce, barrierBuf_.get(), barrierBuf_.get(),
-          static_cast<size_t>(config_.size), RR_UINT8, RR_MAX, 0);
+  // Concurrent barriers share the buffer harmlessly: every result is zero.
+  return submit(Collective::kAllReduce, barrierBuf_.get(), barrierBuf_.get(),
+                static_cast<size_t>(config_.size), RR_UINT8, RR_MAX, 0);
 }
 
-void Communicator::execute(Collective kind, const void* send, void* recv, size_t count,
-                           rr_dtype_t dtype, rr_op_t op, int root) {
+std::shared_ptr<Request> Communicator::submit(Collective kind, const void* send, void* recv,
+                                              size_t count, rr_dtype_t dtype, rr_op_t op,
+                                              int root) {
   const char* name = collectiveName(kind);
-  if (error_) throw Error(error_->first, error_->second);
+  if (auto e = stickyError()) throw Error(e->first, e->second);
   const bool reduces = kind == Collective::kAllReduce || kind == Collective::kReduceScatter;
   checkDtypeOp(dtype, op, reduces);
   const size_t es = dtypeSize(dtype);
   const size_t n = static_cast<size_t>(config_.size);
-  const bool blocks = kind == Collective::kAllGather || kind == Collective::kReduceScatter;
   const size_t sendBytes = checkedBytes(count, kind == Collective::kReduceScatter ? n : 1, es, name);
   const size_t recvBytes = checkedBytes(count, kind == Collective::kAllGather ? n : 1, es, name);
   if (count > 0 && (send == nullptr || recv == nullptr))
@@ -133,10 +151,10 @@ void Communicator::execute(Collective kind, const void* send, void* recv, size_t
   if (kind == Collective::kBroadcast && (root < 0 || root >= config_.size))
     fail(RR_ERR_INVALID_ARGUMENT, "broadcast on rank {}: root {} is out of range 0..{}",
          config_.rank, root, config_.size - 1);
-  const auto* s = static_cast<const uint8_t*>(send);
-  const auto* r = static_cast<const uint8_t*>(recv);
   // In place as in NCCL: allgather's send is the rank's block of recv; reduce_scatter's
   // recv is the rank's block of send; the others' buffers are the same pointer.
+  const auto* s = static_cast<const uint8_t*>(send);
+  const auto* r = static_cast<const uint8_t*>(recv);
   const size_t myBlock = static_cast<size_t>(config_.rank) * count * es;
   const bool inPlaceAg = kind == Collective::kAllGather && s == r + myBlock;
   const bool inPlaceRs = kind == Collective::kReduceScatter && r == s + myBlock;
@@ -148,46 +166,182 @@ void Communicator::execute(Collective kind, const void* send, void* recv, size_t
          "recv == send + rank * count)",
          name, config_.rank);
 
-  OpDesc desc{++seq_, kind, dtype, reduces ? op : RR_SUM,
-              kind == Collective::kBroadcast ? root : 0, count};
-  if (config_.size == 1) return runLocal(kind, send, recv, count, dtype);
-  if (kind == Collective::kAllGather && !inPlaceAg && count > 0)
-    std::memcpy(static_cast<uint8_t*>(recv) + myBlock, send, sendBytes);
+  auto request = std::make_shared<Request>();
+  request->desc = OpDesc{0, kind, dtype, reduces ? op : RR_SUM,
+                         kind == Collective::kBroadcast ? root : 0, count};
+  request->send = send;
+  request->recv = recv;
+  request->bytes = kind == Collective::kReduceScatter ? recvBytes : sendBytes;
+  request->submitted = Clock::now();
+  if (!queue_.push(request))
+    fail(RR_ERR_INVALID_ARGUMENT, "{} on rank {}: the communicator is being destroyed", name,
+         config_.rank);
+  if (timeline_) timeline_->submitted(*request);
+  return request;
+}
+
+void Communicator::progressLoop() {
+  for (;;) {
+    if (monitor_) monitor_->poll(queue_.lastSubmitted());
+    std::shared_ptr<Request> front = queue_.front(std::chrono::milliseconds(100));
+    if (!front) {
+      if (queue_.closed()) return;
+      continue;
+    }
+    if (auto e = stickyError()) {
+      for (auto& r : queue_.pop(1)) r->complete(e->first, e->second);
+      continue;
+    }
+    try {
+      runNext(front);
+    } catch (const Error& e) {
+      poison(e, front->desc.seq);
+      for (auto& r : inFlight_) r->complete(e.code(), e.what());
+    } catch (const std::exception& e) {
+      const Error internal(RR_ERR_INTERNAL, std::string("internal error: ") + e.what());
+      poison(internal, front->desc.seq);
+      for (auto& r : inFlight_) r->complete(internal.code(), internal.what());
+    }
+    inFlight_.clear();
+  }
+}
+
+void Communicator::runNext(const std::shared_ptr<Request>& front) {
+  const Clock::time_point waitStart = Clock::now();
+  current_ = front->desc;
+  currentBytes_ = front->bytes;
+  currentSince_ = waitStart;
+  if (config_.size == 1) {
+    auto ops = inFlight_ = queue_.pop(1);
+    runLocal(*ops[0]);
+    if (timeline_) timeline_->completed(*ops[0], ops);
+    ops[0]->complete(RR_SUCCESS, "");
+    return;
+  }
+  if (config_.rank == 0) {
+    size_t count = config_.fusionBytes > 0
+                       ? queue_.fusible(config_.fusionBytes, GroupHeader::kMaxOps)
+                       : 1;
+    if (count > 1) count = agreeOnFusion(front, count);
+    inFlight_ = queue_.pop(count);
+    runPass(inFlight_, headerFor(inFlight_, inFlight_.size()), waitStart);
+    return;
+  }
+  GroupHeader h = engine_->receiveHeader(front->desc);
+  if (h.proposal) {  // cut it to what is queued here, pass it on, wait for the decision
+    const size_t have = queue_.matching(h);
+    if (have > 0) {
+      h.numOps = static_cast<uint32_t>(have);
+      engine_->sendHeader(h);
+      h = engine_->receiveHeader(front->desc);
+    }
+  }
+  const size_t have = queue_.matching(h);
+  if (h.proposal || have < h.numOps) {
+    const int left = (config_.rank - 1 + config_.size) % config_.size;
+    inFlight_ = queue_.pop(have + 1);  // the first that differs is the one to name
+    fail(RR_ERR_MISMATCH, "ranks disagree on a collective: rank {} called {}, rank {} called {}",
+         left, describeOp(h.opAt(have)), config_.rank,
+         describeOp(have < inFlight_.size() ? inFlight_[have]->desc : front->desc));
+  }
+  inFlight_ = queue_.pop(h.numOps);
+  runPass(inFlight_, h, waitStart);
+}
+
+size_t Communicator::agreeOnFusion(const std::shared_ptr<Request>& front, size_t proposed) {
+  GroupHeader proposal;
+  proposal.proposal = true;
+  proposal.firstSeq = front->desc.seq;
+  proposal.kind = front->desc.kind;
+  proposal.dtype = front->desc.dtype;
+  proposal.op = front->desc.op;
+  proposal.root = front->desc.root;
+  proposal.numOps = static_cast<uint32_t>(queue_.describe(proposal.counts.data(), proposed));
+  engine_->sendHeader(proposal);
+  GroupHeader back = engine_->receiveHeader(front->desc);
+  if (!back.proposal || back.firstSeq != proposal.firstSeq || back.numOps < 1 ||
+      back.numOps > proposal.numOps)
+    fail(RR_ERR_SYSTEM, "protocol error: the fusion proposal for op #{} came back as {} ops",
+         proposal.firstSeq, back.numOps);
+  return back.numOps;
+}
+
+void Communicator::runPass(const std::vector<std::shared_ptr<Request>>& ops,
+                           const GroupHeader& h, Clock::time_point waitStart) {
+  const Request& first = *ops.front();
+  const size_t es = dtypeSize(h.dtype);
+  const size_t n = static_cast<size_t>(config_.size);
+  const bool fused = ops.size() > 1;
+  const void* send = first.send;
+  void* recv = first.recv;
+  size_t count = first.desc.count;
+  if (fused) {  // pack the buckets into the fusion buffer and all-reduce it in place
+    size_t offset = 0;
+    for (const auto& r : ops) {
+      std::memcpy(fusionBuf_.get() + offset, r->send, r->bytes);
+      offset += r->bytes;
+    }
+    send = recv = fusionBuf_.get();
+    count = offset / es;
+  } else if (h.kind == Collective::kAllGather && count > 0 &&
+             static_cast<const uint8_t*>(send) !=
+                 static_cast<uint8_t*>(recv) + static_cast<size_t>(config_.rank) * first.bytes) {
+    std::memcpy(static_cast<uint8_t*>(recv) + static_cast<size_t>(config_.rank) * first.bytes,
+                send, first.bytes);
+  }
 
   ScheduleParams params;
-  params.kind = kind;
+  params.kind = h.kind;
   params.rank = config_.rank;
   params.size = config_.size;
   params.count = count;
   params.depth = ProgressEngine::kDepth;
-  params.root = root;
-  // Segments: a quarter of the largest block, rounded to 4 KiB, at most RR_SEGMENT_BYTES.
+  params.root = h.root;
+  // Segments: a quarter of the largest block, rounded up to 4 KiB, at most RR_SEGMENT_BYTES;
+  // a broadcast chain is n-1 hops deep, so it cuts the whole bucket in eight.
+  const bool blocks = h.kind == Collective::kAllGather || h.kind == Collective::kReduceScatter;
   const size_t blockBytes = blocks ? count * es : (count * es + n - 1) / n;
-  const size_t wanted = (blockBytes + ProgressEngine::kDepth - 1) / ProgressEngine::kDepth;
+  const size_t wanted = h.kind == Collective::kBroadcast
+                            ? count * es / 8
+                            : (blockBytes + ProgressEngine::kDepth - 1) / ProgressEngine::kDepth;
   const size_t segBytes = std::clamp<size_t>((wanted + 4095) / 4096 * 4096, 4096,
                                              engine_->segmentBytes());
   params.segElems = std::max<size_t>(1, segBytes / es);
-  if (kind == Collective::kBroadcast) {  // a chain: n-1 hops deep, so cut finer
-    const size_t chainSeg = std::clamp<size_t>((count * es / 8 + 4095) / 4096 * 4096, 4096,
-                                               engine_->segmentBytes());
-    params.segElems = std::max<size_t>(1, chainSeg / es);
+
+  PassTimes times = engine_->run(RingSchedule(params), h, send, recv);
+  times.start = waitStart;
+  if (fused) {
+    size_t offset = 0;
+    for (const auto& r : ops) {
+      std::memcpy(r->recv, fusionBuf_.get() + offset, r->bytes);
+      offset += r->bytes;
+    }
   }
-  try {
-    engine_->run(RingSchedule(params), desc, send, recv);
-  } catch (const Error& e) {
-    poison(e, desc.seq);
-    throw;
+  if (timeline_) timeline_->pass(ops, times);
+  for (const auto& r : ops) {
+    r->result = RR_SUCCESS;
+    if (timeline_) timeline_->completed(*r, ops);
+    r->complete(RR_SUCCESS, "");
   }
 }
 
-void Communicator::runLocal(Collective kind, const void* send, void* recv, size_t count,
-                            rr_dtype_t dtype) {
-  if (count == 0 || send == recv || kind == Collective::kBroadcast) return;
-  std::memmove(recv, send, count * dtypeSize(dtype));  // one rank: the reduction is a copy
+void Communicator::runLocal(const Request& r) {
+  // One rank: every reduction is a copy (AVG divides by one).
+  if (r.desc.count == 0 || r.send == r.recv || r.desc.kind == Collective::kBroadcast) return;
+  std::memmove(r.recv, r.send, r.bytes);
+}
+
+void Communicator::onIdle() {
+  if (!monitor_) return;
+  monitor_->poll(queue_.lastSubmitted());
+  monitor_->check(current_, currentBytes_, currentSince_, queue_.lastSubmitted());
 }
 
 void Communicator::poison(const Error& error, uint64_t seq) {
-  error_ = std::make_pair(error.code(), std::string(error.what()));
+  {
+    std::lock_guard<std::mutex> lock(errorMutex_);
+    if (!error_) error_ = std::make_pair(error.code(), std::string(error.what()));
+  }
   log_->error("{}", error.what());
   // Forward the first failure to both neighbours (a received abort keeps its origin). The
   // sockets stay open so that the frame is read before the connection ends; a link whose
@@ -195,7 +349,7 @@ void Communicator::poison(const Error& error, uint64_t seq) {
   const int origin = error.origin() >= 0 ? error.origin() : config_.rank;
   const uint64_t originSeq = error.origin() >= 0 ? error.seq() : seq;
   for (Link* link : {left_.get(), right_.get()})
-    if (!link->sendAbort(origin, error.code(), originSeq, error.reason())) link->shutdown();
+    if (link && !link->sendAbort(origin, error.code(), originSeq, error.reason())) link->shutdown();
 }
 
 }  // namespace rr

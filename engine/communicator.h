@@ -1,19 +1,27 @@
 // Communicator: one process's membership in a job. It owns the config, the logger, the two
-// ring links, the epoll set and the staging, validates every call's arguments, and turns
-// each collective into a RingSchedule that the ProgressEngine runs.
+// ring links, the staging, the queue of submitted collectives and the progress thread that
+// runs them in submission order.
 //
-// Errors: invalid arguments are reported without touching the network and leave the
-// communicator usable. Any failure after communication began poisons it: the first error
-// is kept, sent to both neighbours as an abort frame, and returned by every later call.
+//   caller threads --submit--> OpQueue --progress thread--> [fuse] -> ProgressEngine -> links
+//                  <--Request completes-----------------------------------------------'
+//
+// Errors: invalid arguments are reported at submission without touching the network and
+// leave the communicator usable. Any failure after communication began poisons it: the
+// first error is kept, sent to both neighbours as an abort frame, given to every queued
+// collective, and returned by every later call.
 #pragma once
 
 #include <cstddef>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "engine/config.h"
-#include "engine/ring_schedule.h"
+#include "engine/op_queue.h"
+#include "engine/request.h"
 #include "ringreduce/ringreduce.h"
 
 namespace spdlog {
@@ -25,41 +33,61 @@ namespace rr {
 class Error;
 class Link;
 class ProgressEngine;
+class StallMonitor;
+class Timeline;
+struct GroupHeader;
 struct RingSockets;
 
 class Communicator {
  public:
   static std::unique_ptr<Communicator> create(const rr_config_t* overrides);
+  // Lets the queued collectives finish (or fail), then stops the progress thread.
   ~Communicator();
 
   int rank() const { return config_.rank; }
   int size() const { return config_.size; }
 
-  void allreduce(const void* send, void* recv, size_t count, rr_dtype_t dtype, rr_op_t op);
-  void broadcast(void* buf, size_t count, rr_dtype_t dtype, int root);
-  void allgather(const void* send, void* recv, size_t countPerRank, rr_dtype_t dtype);
-  void reduceScatter(const void* send, void* recv, size_t countPerRank, rr_dtype_t dtype,
-                     rr_op_t op);
-  void barrier();
+  // Validates and queues a collective; throws Error for bad arguments or a poisoned
+  // communicator. For broadcast send == recv == the buffer.
+  std::shared_ptr<Request> submit(Collective kind, const void* send, void* recv, size_t count,
+                                  rr_dtype_t dtype, rr_op_t op, int root);
+  std::shared_ptr<Request> submitBarrier();
 
  private:
   Communicator(Config config, std::shared_ptr<spdlog::logger> log);
   void connect();
-  void execute(Collective kind, const void* send, void* recv, size_t count, rr_dtype_t dtype,
-               rr_op_t op, int root);
-  void runLocal(Collective kind, const void* send, void* recv, size_t count, rr_dtype_t dtype);
+  void progressLoop();
+  void runNext(const std::shared_ptr<Request>& front);
+  size_t agreeOnFusion(const std::shared_ptr<Request>& front, size_t proposed);
+  void runPass(const std::vector<std::shared_ptr<Request>>& ops, const GroupHeader& header,
+               Clock::time_point waitStart);
+  void runLocal(const Request& r);
+  void onIdle();
   void poison(const Error& error, uint64_t seq);
+  std::optional<std::pair<rr_result_t, std::string>> stickyError();
 
   Config config_;
   std::shared_ptr<spdlog::logger> log_;
   int epollFd_ = -1;
-  std::unique_ptr<RingSockets> bootstrap_;
+  std::unique_ptr<RingSockets> sockets_;
   std::unique_ptr<Link> left_;
   std::unique_ptr<Link> right_;
   std::unique_ptr<ProgressEngine> engine_;
-  uint64_t seq_ = 0;
-  std::optional<std::pair<rr_result_t, std::string>> error_;  // sticky
+  std::unique_ptr<StallMonitor> monitor_;
+  std::unique_ptr<Timeline> timeline_;
+  std::unique_ptr<uint8_t, void (*)(void*)> fusionBuf_{nullptr, nullptr};
   std::unique_ptr<uint8_t[]> barrierBuf_;
+  OpQueue queue_;
+  std::thread thread_;
+  std::vector<std::shared_ptr<Request>> inFlight_;  // taken from the queue, not yet completed
+
+  // The collective the progress thread works on, for the stall monitor.
+  OpDesc current_{};
+  size_t currentBytes_ = 0;
+  Clock::time_point currentSince_{};
+
+  std::mutex errorMutex_;
+  std::optional<std::pair<rr_result_t, std::string>> error_;  // sticky
 };
 
 // Validation shared by the C API and the communicator: throws RR_ERR_INVALID_ARGUMENT.

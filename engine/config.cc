@@ -115,6 +115,15 @@ Config Config::load(const rr_config_t* o) {
     c.socketsPerLink = static_cast<int>(parseInt("RR_SOCKETS_PER_LINK", s, 1, 16));
   if (const char* s = env("RR_SEGMENT_BYTES"))
     c.segmentBytes = static_cast<size_t>(parseInt("RR_SEGMENT_BYTES", s, 4096, 64 << 20));
+  if (const char* f = env("RR_FUSION_BYTES"))
+    c.fusionBytes = static_cast<size_t>(parseInt("RR_FUSION_BYTES", f, 0, 1 << 30));
+  if (const char* w = env("RR_STALL_WARN_S")) {
+    char* end = nullptr;
+    c.stallWarnS = std::strtod(w, &end);
+    if (end == w || *end != '\0' || !(c.stallWarnS > 0) || c.stallWarnS > 1e6)
+      fail(RR_ERR_INVALID_ARGUMENT, "RR_STALL_WARN_S='{}' is not a positive number of seconds", w);
+  }
+  if (const char* t = env("RR_TIMELINE")) c.timeline = t;
   if (const char* l = env("RR_LOG_LEVEL")) c.logLevel = l;
   return c;
 }
@@ -122,10 +131,11 @@ Config Config::load(const rr_config_t* o) {
 std::string Config::describe() const {
   return fmt::format(
       "rank {} of {} ({}), RR_ADDR={}, RR_SECRET {}, RR_TIMEOUT_MS={}, RR_SOCKET_IFNAME={}, "
-      "RR_SOCKETS_PER_LINK={}, RR_SEGMENT_BYTES={}, RR_LOG_LEVEL={}",
+      "RR_SOCKETS_PER_LINK={}, RR_SEGMENT_BYTES={}, RR_FUSION_BYTES={}, RR_STALL_WARN_S={}, "
+      "RR_TIMELINE={}, RR_LOG_LEVEL={}",
       rank, size, rankSource, addr.empty() ? "(none)" : addr, secret.empty() ? "unset" : "set",
       timeoutMs, ifname.empty() ? "(route to rank 0)" : ifname, socketsPerLink, segmentBytes,
-      logLevel);
+      fusionBytes, stallWarnS, timeline.empty() ? "(off)" : timeline, logLevel);
 }
 
 }  // namespace rr

@@ -6,40 +6,14 @@
 #include <cassert>
 #include <cerrno>
 #include <cstdlib>
-#include <new>
+#include <cstring>
 
 #include "kernels/dtype.h"
-#include "transport/error.h"
-#include "transport/wire.h"
 
 namespace rr {
-namespace {
-
-void encodeHeader(const OpDesc& op, uint8_t* p) {
-  wire::put64(p, op.seq);
-  wire::put32(p + 8, static_cast<uint32_t>(op.kind));
-  wire::put32(p + 12, static_cast<uint32_t>(op.dtype));
-  wire::put32(p + 16, static_cast<uint32_t>(op.op));
-  wire::put32(p + 20, static_cast<uint32_t>(op.root));
-  wire::put64(p + 24, op.count);
-}
-
-std::string describeOp(uint64_t seq, uint32_t kind, uint32_t dtype, uint32_t op, int root,
-                       uint64_t count) {
-  std::string s = fmt::format("op #{} {}(count={}, dtype={}", seq,
-                              kind <= 3 ? collectiveName(static_cast<Collective>(kind)) : "?",
-                              count, dtypeName(static_cast<rr_dtype_t>(dtype)));
-  if (kind == static_cast<uint32_t>(Collective::kAllReduce) ||
-      kind == static_cast<uint32_t>(Collective::kReduceScatter))
-    s += fmt::format(", op={}", opName(static_cast<rr_op_t>(op)));
-  if (kind == static_cast<uint32_t>(Collective::kBroadcast)) s += fmt::format(", root={}", root);
-  return s + ")";
-}
-
-}  // namespace
 
 ProgressEngine::ProgressEngine(int rank, int size, Link* left, Link* right, int epollFd,
-                               size_t segmentBytes, int timeoutMs)
+                               size_t segmentBytes, int timeoutMs, std::function<void()> onIdle)
     : rank_(rank),
       size_(size),
       left_(left),
@@ -47,56 +21,104 @@ ProgressEngine::ProgressEngine(int rank, int size, Link* left, Link* right, int 
       epollFd_(epollFd),
       segmentBytes_(segmentBytes),
       timeoutMs_(timeoutMs),
+      onIdle_(std::move(onIdle)),
+      lastIdle_(Clock::now()),
       reduce_(bestReducer()) {
-  if (size_ > 1) {
-    void* p = nullptr;
-    if (posix_memalign(&p, 4096, (kInSlots + kOutSlots) * segmentBytes_) != 0)
-      fail(RR_ERR_SYSTEM, "cannot allocate {} bytes of staging", (kInSlots + kOutSlots) * segmentBytes_);
-    staging_ = static_cast<uint8_t*>(p);
-  }
+  void* p = nullptr;
+  if (posix_memalign(&p, 4096, (kInSlots + kOutSlots) * segmentBytes_) != 0)
+    fail(RR_ERR_SYSTEM, "cannot allocate {} bytes of staging", (kInSlots + kOutSlots) * segmentBytes_);
+  staging_ = static_cast<uint8_t*>(p);
 }
 
 ProgressEngine::~ProgressEngine() { std::free(staging_); }
 
-void ProgressEngine::run(const RingSchedule& s, const OpDesc& op, const void* send, void* recv) {
+Clock::time_point ProgressEngine::deadline() const {
+  return Clock::now() + std::chrono::milliseconds(timeoutMs_);
+}
+
+GroupHeader ProgressEngine::receiveHeader(const OpDesc& next) {
   if (pendingAbort_) throw *pendingAbort_;
-  const uint64_t headerSendMsg = right_->sendsPosted();
-  encodeHeader(op, myHeader_);
-  right_->postSend(myHeader_, sizeof myHeader_, FrameType::kOpHeader);
-  headerRecvMsg_ = left_->recvsPosted();
+  const uint64_t index = left_->recvsPosted();
   left_->postRecv(leftHeader_, sizeof leftHeader_, FrameType::kOpHeader);
-  headerOk_ = false;
+  Clock::time_point until = deadline();
+  while (left_->recvsDone() <= index) {
+    if (progressLinks(next.seq)) continue;
+    if (Clock::now() >= until)
+      timeout(describeOp(next) + ": waiting for the left neighbour to start it", true, 0, 1);
+    wait(until);
+  }
+  return GroupHeader::decode(leftHeader_, (rank_ - 1 + size_) % size_);
+}
+
+void ProgressEngine::sendHeader(const GroupHeader& header) {
+  header.encode(sentHeader_);
+  const uint64_t index = right_->sendsPosted();
+  right_->postSend(sentHeader_, sizeof sentHeader_, FrameType::kOpHeader);
+  Clock::time_point until = deadline();
+  while (right_->sendsDone() <= index) {
+    if (progressLinks(header.firstSeq)) continue;
+    if (Clock::now() >= until)
+      timeout(describeOp(header.opAt(0)) + ": sending the fusion proposal", false, 0, 1);
+    wait(until);
+  }
+}
+
+PassTimes ProgressEngine::run(const RingSchedule& s, const GroupHeader& h, const void* send,
+                              void* recv) {
+  if (pendingAbort_) throw *pendingAbort_;
+  PassTimes times;
+  times.start = times.peers = times.reduced = Clock::now();
+  const uint64_t headerSendMsg = right_->sendsPosted();
+  h.encode(sentHeader_);
+  right_->postSend(sentHeader_, sizeof sentHeader_, FrameType::kOpHeader);
+  bool headerOk = rank_ != 0;  // others checked it before forwarding
+  uint64_t headerRecvMsg = 0;
+  if (!headerOk) {
+    headerRecvMsg = left_->recvsPosted();
+    left_->postRecv(leftHeader_, sizeof leftHeader_, FrameType::kOpHeader);
+  }
 
   const size_t n = s.numUnits();
+  const size_t reduceEnd = s.reduceEnd();
   Counters c;
-  Clock::time_point deadline = Clock::now() + std::chrono::milliseconds(timeoutMs_);
-  while (c.recvDone < n || c.sendDone < n || !headerOk_ || right_->sendsDone() <= headerSendMsg) {
-    bool moved = postSends(s, c, op, send, recv);
-    moved |= postRecvs(s, c, op, recv);
-    moved |= progressLinks(op);
-    if (!headerOk_ && left_->recvsDone() > headerRecvMsg_) {
-      checkHeader(op);
-      moved = true;
+  Clock::time_point until = deadline();
+  while (c.recvDone < n || c.sendDone < n || !headerOk || right_->sendsDone() <= headerSendMsg) {
+    bool moved = postSends(s, c, h.dtype, send, recv);
+    if (headerOk) moved |= postRecvs(s, c, h.dtype, recv);
+    moved |= progressLinks(h.firstSeq);
+    if (!headerOk && left_->recvsDone() > headerRecvMsg) {
+      if (std::memcmp(sentHeader_, leftHeader_, sizeof sentHeader_) != 0)
+        fail(RR_ERR_INTERNAL, "{}: the op header came back to rank 0 changed",
+             describeOp(h.opAt(0)));
+      headerOk = moved = true;
+      times.peers = Clock::now();
     }
-    moved |= completeRecvs(s, c, op, send, recv);
+    const size_t before = c.recvDone;
+    moved |= completeRecvs(s, c, h, send, recv);
+    if (before < reduceEnd && c.recvDone >= reduceEnd) times.reduced = Clock::now();
     while (c.sendDone < c.sendPosted && right_->sendsDone() >= sendMsgAfter_[c.sendDone % kRing]) {
       ++c.sendDone;
       moved = true;
     }
     assert(c.recvPosted >= c.recvDone && c.sendPosted >= c.sendDone);
     if (moved) {
-      deadline = Clock::now() + std::chrono::milliseconds(timeoutMs_);
-    } else if (Clock::now() >= deadline) {
-      timeout(s, c, op);
+      until = deadline();
+    } else if (Clock::now() >= until) {
+      const bool left = !headerOk || c.recvDone < n;
+      timeout(describeOp(h.opAt(0)) + (h.numOps > 1 ? fmt::format(" (fused with {} more)", h.numOps - 1) : ""),
+              left, left ? c.recvDone : c.sendDone, n);
     } else {
-      wait(deadline);
+      wait(until);
     }
   }
+  times.end = Clock::now();
+  if (reduceEnd == 0) times.reduced = times.peers;
+  return times;
 }
 
-bool ProgressEngine::postSends(const RingSchedule& s, Counters& c, const OpDesc& op,
+bool ProgressEngine::postSends(const RingSchedule& s, Counters& c, rr_dtype_t dtype,
                                const void* send, void* recv) {
-  const size_t es = dtypeSize(op.dtype);
+  const size_t es = dtypeSize(dtype);
   bool moved = false;
   while (c.sendPosted < s.numUnits() && c.sendPosted - c.sendDone < kInSlots) {
     const Unit u = s.unit(c.sendPosted);
@@ -114,11 +136,11 @@ bool ProgressEngine::postSends(const RingSchedule& s, Counters& c, const OpDesc&
   return moved;
 }
 
-bool ProgressEngine::postRecvs(const RingSchedule& s, Counters& c, const OpDesc& op, void* recv) {
-  const size_t es = dtypeSize(op.dtype);
+bool ProgressEngine::postRecvs(const RingSchedule& s, Counters& c, rr_dtype_t dtype, void* recv) {
+  const size_t es = dtypeSize(dtype);
   const size_t depth = static_cast<size_t>(s.depth());
   bool moved = false;
-  while (headerOk_ && c.recvPosted < s.numUnits() && c.recvPosted < c.recvDone + kInSlots) {
+  while (c.recvPosted < s.numUnits() && c.recvPosted < c.recvDone + kInSlots) {
     const size_t k = c.recvPosted;
     const Unit u = s.unit(k);
     // The out-slot this unit fills was last read by the send of unit k - kOutSlots + depth.
@@ -135,9 +157,9 @@ bool ProgressEngine::postRecvs(const RingSchedule& s, Counters& c, const OpDesc&
   return moved;
 }
 
-bool ProgressEngine::completeRecvs(const RingSchedule& s, Counters& c, const OpDesc& op,
+bool ProgressEngine::completeRecvs(const RingSchedule& s, Counters& c, const GroupHeader& h,
                                    const void* send, void* recv) {
-  const size_t es = dtypeSize(op.dtype);
+  const size_t es = dtypeSize(h.dtype);
   bool moved = false;
   while (c.recvDone < c.recvPosted && left_->recvsDone() >= recvMsgAfter_[c.recvDone % kRing]) {
     const Unit u = s.unit(c.recvDone);
@@ -145,8 +167,8 @@ bool ProgressEngine::completeRecvs(const RingSchedule& s, Counters& c, const OpD
       uint8_t* dst = u.recvInto == Buffer::kStage ? outSlot(u.recvOffset)
                                                   : static_cast<uint8_t*>(recv) + u.recvOffset * es;
       const uint8_t* mine = static_cast<const uint8_t*>(send) + u.reduceOffset * es;
-      reduce_(dst, mine, inSlot(c.recvDone), u.recvCount, op.dtype, op.op);
-      if (u.lastReduce && op.op == RR_AVG) finalizeAvg(dst, u.recvCount, op.dtype, size_);
+      reduce_(dst, mine, inSlot(c.recvDone), u.recvCount, h.dtype, h.op);
+      if (u.lastReduce && h.op == RR_AVG) finalizeAvg(dst, u.recvCount, h.dtype, size_);
     }
     ++c.recvDone;
     moved = true;
@@ -154,13 +176,13 @@ bool ProgressEngine::completeRecvs(const RingSchedule& s, Counters& c, const OpD
   return moved;
 }
 
-bool ProgressEngine::progressLinks(const OpDesc& op) {
+bool ProgressEngine::progressLinks(uint64_t seq) {
   bool moved = false;
   for (Link* link : {right_, left_}) {
     try {
       moved |= link->progress();
     } catch (const Error& e) {
-      if (e.origin() < 0 || e.seq() <= op.seq || pendingAbort_) throw;
+      if (e.origin() < 0 || e.seq() <= seq || pendingAbort_) throw;
       pendingAbort_ = e;
       moved = true;
     }
@@ -168,42 +190,32 @@ bool ProgressEngine::progressLinks(const OpDesc& op) {
   return moved;
 }
 
-void ProgressEngine::checkHeader(const OpDesc& op) {
-  headerOk_ = true;
-  if (std::memcmp(myHeader_, leftHeader_, sizeof myHeader_) == 0) return;
-  const uint8_t* p = leftHeader_;
-  const int left = (rank_ - 1 + size_) % size_;
-  const rr_result_t code = RR_ERR_MISMATCH;
-  fail(code, "ranks disagree on a collective: rank {} called {}, rank {} called {}", left,
-       describeOp(wire::get64(p), wire::get32(p + 8), wire::get32(p + 12), wire::get32(p + 16),
-                  static_cast<int32_t>(wire::get32(p + 20)), wire::get64(p + 24)),
-       rank_,
-       describeOp(op.seq, static_cast<uint32_t>(op.kind), op.dtype, op.op, op.root, op.count));
-}
-
-void ProgressEngine::wait(Clock::time_point deadline) {
+void ProgressEngine::wait(Clock::time_point until) {
+  if (onIdle_ && Clock::now() - lastIdle_ >= std::chrono::milliseconds(100)) {
+    lastIdle_ = Clock::now();
+    onIdle_();
+  }
   epoll_event events[16];
-  const int ms = std::min(msUntil(deadline) + 1, 1000);
+  const int ms = std::min(msUntil(until) + 1, 100);
   int n = ::epoll_wait(epollFd_, events, 16, ms);
   if (n < 0 && errno != EINTR) failErrno(errno, "epoll_wait");
   for (int i = 0; i < n; ++i) static_cast<EventTarget*>(events[i].data.ptr)->onEvent(events[i].events);
 }
 
-void ProgressEngine::timeout(const RingSchedule& s, const Counters& c, const OpDesc& op) {
+void ProgressEngine::timeout(const std::string& what, bool waitingForLeft, size_t done,
+                             size_t total) {
   if (pendingAbort_) throw *pendingAbort_;
   const int left = (rank_ - 1 + size_) % size_;
   const int right = (rank_ + 1) % size_;
-  const std::string what =
-      describeOp(op.seq, static_cast<uint32_t>(op.kind), op.dtype, op.op, op.root, op.count);
-  if (!headerOk_ || c.recvDone < s.numUnits())
+  if (waitingForLeft)
     fail(RR_ERR_TIMEOUT,
          "{}: no progress for {} ms on rank {}: waiting for data from rank {} (left neighbour); "
          "{} of {} segments received",
-         what, timeoutMs_, rank_, left, c.recvDone, s.numUnits());
+         what, timeoutMs_, rank_, left, done, total);
   fail(RR_ERR_TIMEOUT,
        "{}: no progress for {} ms on rank {}: waiting for rank {} (right neighbour) to take data; "
        "{} of {} segments sent",
-       what, timeoutMs_, rank_, right, c.sendDone, s.numUnits());
+       what, timeoutMs_, rank_, right, done, total);
 }
 
 }  // namespace rr

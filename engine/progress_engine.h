@@ -1,5 +1,5 @@
-// ProgressEngine: runs one RingSchedule over the left and right links without blocking on
-// any single transfer, and with every wait bounded by the no-progress deadline.
+// ProgressEngine: runs ring passes over the left and right links without blocking on any
+// single transfer, with every wait bounded by the no-progress deadline.
 //
 // Progress is four monotone counters over unit numbers (STYLE.md §4):
 //
@@ -12,20 +12,21 @@
 //
 // Received segments that must be reduced land in in-slot k % kInSlots and are reduced into
 // their destination as they complete; all-gather segments land in the user buffer. Staging
-// is allocated once per communicator. Before any data, each rank sends its right neighbour
-// an op header and compares the one from its left (RR_ERR_MISMATCH names both ranks).
+// is allocated once per communicator.
 //
-// A neighbour's abort frame fails the running collective, unless it comes from a later one
-// (the neighbour finished this one and failed in the next): then this rank finishes its
-// part and the abort fails its next call. The engine runs in the thread that calls the
-// collective.
+// Every pass starts with a GroupHeader (op_header.h): rank 0 sends it right and checks that
+// it comes back unchanged; every other rank receives it (receiveHeader), has it checked by
+// the caller, and run() forwards it. A neighbour's abort frame fails the running pass,
+// unless it comes from a later collective (the neighbour finished this one and failed in
+// the next): then this rank finishes its part and the abort fails its next call.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
-#include <memory>
+#include <functional>
 #include <optional>
 
+#include "engine/op_header.h"
 #include "engine/ring_schedule.h"
 #include "kernels/reduce.h"
 #include "transport/error.h"
@@ -34,13 +35,9 @@
 
 namespace rr {
 
-struct OpDesc {
-  uint64_t seq = 0;
-  Collective kind = Collective::kAllReduce;
-  rr_dtype_t dtype = RR_FLOAT32;
-  rr_op_t op = RR_SUM;
-  int root = 0;
-  uint64_t count = 0;
+// When a pass reached each phase, for the timeline.
+struct PassTimes {
+  Clock::time_point start, peers, reduced, end;
 };
 
 class ProgressEngine {
@@ -49,31 +46,41 @@ class ProgressEngine {
   static constexpr size_t kInSlots = 2 * kDepth;
   static constexpr size_t kOutSlots = 2 * kDepth;
 
+  // onIdle runs at least once a second while the engine waits.
   ProgressEngine(int rank, int size, Link* left, Link* right, int epollFd, size_t segmentBytes,
-                 int timeoutMs);
+                 int timeoutMs, std::function<void()> onIdle);
   ~ProgressEngine();
 
   size_t segmentBytes() const { return segmentBytes_; }
-  // Runs the schedule to completion; throws Error on mismatch, timeout, or peer failure.
-  void run(const RingSchedule& schedule, const OpDesc& op, const void* send, void* recv);
+
+  // Not rank 0: waits for the next header from the left; `next` is this rank's next
+  // collective, named if the wait times out.
+  GroupHeader receiveHeader(const OpDesc& next);
+  // Sends a header right and waits until the kernel has it (used for fusion proposals).
+  void sendHeader(const GroupHeader& header);
+  // Runs one pass. Rank 0 sends `header` and checks it comes back; others forward it.
+  // Throws Error on mismatch, timeout, or peer failure.
+  PassTimes run(const RingSchedule& schedule, const GroupHeader& header, const void* send,
+                void* recv);
 
  private:
   struct Counters {
     size_t recvPosted = 0, recvDone = 0, sendPosted = 0, sendDone = 0;
   };
-  bool postSends(const RingSchedule& s, Counters& c, const OpDesc& op, const void* send,
+  bool postSends(const RingSchedule& s, Counters& c, rr_dtype_t dtype, const void* send,
                  void* recv);
-  bool postRecvs(const RingSchedule& s, Counters& c, const OpDesc& op, void* recv);
-  bool completeRecvs(const RingSchedule& s, Counters& c, const OpDesc& op, const void* send,
-                     void* recv);
-  void checkHeader(const OpDesc& op);
-  bool progressLinks(const OpDesc& op);
+  bool postRecvs(const RingSchedule& s, Counters& c, rr_dtype_t dtype, void* recv);
+  bool completeRecvs(const RingSchedule& s, Counters& c, const GroupHeader& h,
+                     const void* send, void* recv);
+  bool progressLinks(uint64_t seq);
   void wait(Clock::time_point deadline);
-  [[noreturn]] void timeout(const RingSchedule& s, const Counters& c, const OpDesc& op);
+  [[noreturn]] void timeout(const std::string& what, bool waitingForLeft, size_t done,
+                            size_t total);
   uint8_t* inSlot(size_t unit) const { return staging_ + (unit % kInSlots) * segmentBytes_; }
   uint8_t* outSlot(size_t unit) const {
     return staging_ + (kInSlots + unit % kOutSlots) * segmentBytes_;
   }
+  Clock::time_point deadline() const;
 
   static constexpr size_t kRing = 64;  // units tracked in flight, > kInSlots and depth
   int rank_;
@@ -83,17 +90,15 @@ class ProgressEngine {
   int epollFd_;
   size_t segmentBytes_;
   int timeoutMs_;
+  std::function<void()> onIdle_;
+  Clock::time_point lastIdle_;
   ReduceFn reduce_;
   uint8_t* staging_ = nullptr;
   uint64_t sendMsgAfter_[kRing] = {};  // link message count once unit k's send was posted
   uint64_t recvMsgAfter_[kRing] = {};
-  uint64_t headerRecvMsg_ = 0;         // the left link message that carries the op header
-  bool headerOk_ = false;
-  // An abort a neighbour sent from a later collective than the one running here: this
-  // rank's part of the running one can still finish, so the abort fails the next one.
   std::optional<Error> pendingAbort_;
-  uint8_t myHeader_[32] = {};
-  uint8_t leftHeader_[32] = {};
+  uint8_t sentHeader_[GroupHeader::kBytes] = {};
+  uint8_t leftHeader_[GroupHeader::kBytes] = {};
 };
 
 }  // namespace rr

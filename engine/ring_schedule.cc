@@ -36,6 +36,13 @@ RingSchedule::RingSchedule(const ScheduleParams& params) : params_(params) {
   numUnits_ = rounds_ * static_cast<size_t>(steps_) * static_cast<size_t>(params_.depth);
 }
 
+size_t RingSchedule::reduceEnd() const {
+  if (params_.kind == Collective::kReduceScatter) return numUnits_;
+  if (params_.kind != Collective::kAllReduce || rounds_ == 0) return 0;
+  const size_t depth = static_cast<size_t>(params_.depth);
+  return ((rounds_ - 1) * static_cast<size_t>(steps_) + static_cast<size_t>(params_.size - 1)) * depth;
+}
+
 int RingSchedule::mod(int64_t x) const {
   const int64_t n = params_.size;
   return static_cast<int>(((x % n) + n) % n);

@@ -70,6 +70,9 @@ class RingSchedule {
   int depth() const { return params_.depth; }
   Unit unit(size_t k) const;
 
+  // Units [0, reduceEnd()) hold every reduction: once they are received, only all-gather
+  // work is left. 0 for allgather and broadcast.
+  size_t reduceEnd() const;
   // Number of ring steps per round (2(n-1) for all-reduce, n-1 for the halves).
   int steps() const { return steps_; }
   // Chunk bounds, computed here only: [begin, end) of block `block` in element offsets of

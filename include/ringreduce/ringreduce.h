@@ -5,9 +5,12 @@
  * It is plain C (C99 and later, C++ too), every handle is opaque, and every call returns
  * an rr_result_t; rr_last_error() gives the message of the last failed call on this thread.
  *
- * Thread safety: rr_result_string, rr_last_error, rr_version and rr_comm_init* may be
- * called from any thread. The calls on one communicator must come from one thread at a
- * time (the caller serialises them); different communicators are independent.
+ * Thread safety: every call may be made from any thread. Each communicator runs its
+ * collectives on one background thread, in the order they were submitted; submissions from
+ * several threads are serialised, so their order is whichever thread came first. All ranks
+ * must submit the same sequence, so a program that submits from several threads must order
+ * them itself: an order that differs between ranks fails with RR_ERR_MISMATCH, it never
+ * mixes data. Requests may be tested, waited on and freed from any thread.
  */
 #ifndef RINGREDUCE_RINGREDUCE_H
 #define RINGREDUCE_RINGREDUCE_H
@@ -63,6 +66,8 @@ typedef enum {
 typedef enum { RR_SUM = 0, RR_PROD = 1, RR_MIN = 2, RR_MAX = 3, RR_AVG = 4 } rr_op_t;
 
 typedef struct rr_comm *rr_comm_t;
+/* One submitted collective. Free it with rr_request_free once done with it. */
+typedef struct rr_request *rr_request_t;
 
 /* Communicator settings. Start from RR_CONFIG_INIT; a field left at its initial value is
  * taken from the environment (RR_RANK, RR_SIZE, RR_ADDR, RR_SECRET, RR_TIMEOUT_MS,
@@ -116,6 +121,32 @@ RR_API rr_result_t rr_reduce_scatter(rr_comm_t comm, const void *send, void *rec
                                      void *stream);
 /* Returns once every rank has entered the barrier. */
 RR_API rr_result_t rr_barrier(rr_comm_t comm);
+
+/* Asynchronous collectives: the same as the blocking calls, but they return at once with a
+ * request; the collective runs on the communicator's background thread in submission order.
+ * The buffers must stay valid and untouched until the request is done. The blocking calls
+ * are these plus rr_wait. Small all-reduces submitted close together with the same dtype
+ * and op may travel as one ring pass (RR_FUSION_BYTES); each request still completes on its
+ * own. On failure the call returns the error and sets *req to NULL. */
+RR_API rr_result_t rr_allreduce_async(rr_comm_t comm, const void *send, void *recv, size_t count,
+                                      rr_dtype_t dtype, rr_op_t op, void *stream,
+                                      rr_request_t *req);
+RR_API rr_result_t rr_broadcast_async(rr_comm_t comm, void *buf, size_t count, rr_dtype_t dtype,
+                                      int root, void *stream, rr_request_t *req);
+RR_API rr_result_t rr_allgather_async(rr_comm_t comm, const void *send, void *recv,
+                                      size_t count_per_rank, rr_dtype_t dtype, void *stream,
+                                      rr_request_t *req);
+RR_API rr_result_t rr_reduce_scatter_async(rr_comm_t comm, const void *send, void *recv,
+                                           size_t count_per_rank, rr_dtype_t dtype, rr_op_t op,
+                                           void *stream, rr_request_t *req);
+/* Sets *done to 1 and returns the collective's result once it has finished (RR_SUCCESS or
+ * its error); sets *done to 0 and returns RR_IN_PROGRESS while it runs. Never blocks. */
+RR_API rr_result_t rr_test(rr_request_t req, int *done);
+/* Blocks until the collective has finished and returns its result. */
+RR_API rr_result_t rr_wait(rr_request_t req);
+/* Releases the request. A request still running completes normally (its buffers must stay
+ * valid until then); its result is discarded. NULL is accepted. */
+RR_API rr_result_t rr_request_free(rr_request_t req);
 
 #ifdef __cplusplus
 }

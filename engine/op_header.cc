@@ -1,0 +1,61 @@
+// GroupHeader encoding and the descriptions used in mismatch messages.
+#include "engine/op_header.h"
+
+#include <cstring>
+
+#include "kernels/dtype.h"
+#include "transport/error.h"
+#include "transport/wire.h"
+
+namespace rr {
+
+void GroupHeader::encode(uint8_t* p) const {
+  std::memset(p, 0, kBytes);
+  wire::put64(p, firstSeq);
+  wire::put32(p + 8, numOps);
+  wire::put32(p + 12, static_cast<uint32_t>(kind));
+  wire::put32(p + 16, static_cast<uint32_t>(dtype));
+  wire::put32(p + 20, static_cast<uint32_t>(op));
+  wire::put32(p + 24, static_cast<uint32_t>(root));
+  wire::put32(p + 28, proposal ? 1 : 0);
+  for (uint32_t i = 0; i < numOps; ++i) wire::put64(p + 32 + 8 * i, counts[i]);
+}
+
+GroupHeader GroupHeader::decode(const uint8_t* p, int fromRank) {
+  GroupHeader h;
+  h.firstSeq = wire::get64(p);
+  h.numOps = wire::get32(p + 8);
+  const uint32_t kind = wire::get32(p + 12), dtype = wire::get32(p + 16), op = wire::get32(p + 20);
+  if (h.numOps == 0 || h.numOps > kMaxOps || kind > 3 || !dtypeValid(static_cast<int>(dtype)) ||
+      !opValid(static_cast<int>(op)))
+    fail(RR_ERR_SYSTEM,
+         "protocol error: rank {} sent an op header with {} ops, kind {}, dtype {}, op {}",
+         fromRank, h.numOps, kind, dtype, op);
+  h.kind = static_cast<Collective>(kind);
+  h.dtype = static_cast<rr_dtype_t>(dtype);
+  h.op = static_cast<rr_op_t>(op);
+  h.root = static_cast<int32_t>(wire::get32(p + 24));
+  h.proposal = wire::get32(p + 28) != 0;
+  for (uint32_t i = 0; i < h.numOps; ++i) h.counts[i] = wire::get64(p + 32 + 8 * i);
+  return h;
+}
+
+OpDesc GroupHeader::opAt(size_t i) const {
+  return OpDesc{firstSeq + i, kind, dtype, op, root, counts[i]};
+}
+
+std::string describeOp(const OpDesc& op) {
+  std::string s = fmt::format("op #{} {}(count={}, dtype={}", op.seq, collectiveName(op.kind),
+                              op.count, dtypeName(op.dtype));
+  if (op.kind == Collective::kAllReduce || op.kind == Collective::kReduceScatter)
+    s += fmt::format(", op={}", opName(op.op));
+  if (op.kind == Collective::kBroadcast) s += fmt::format(", root={}", op.root);
+  return s + ")";
+}
+
+bool sameOp(const OpDesc& a, const OpDesc& b) {
+  return a.seq == b.seq && a.kind == b.kind && a.dtype == b.dtype && a.op == b.op &&
+         a.root == b.root && a.count == b.count;
+}
+
+}  // namespace rr

@@ -1,0 +1,50 @@
+// The header that precedes every ring pass (DESIGN.md §6): the collectives the pass carries.
+//
+//   first seq u64 | ops u32 | kind u32 | dtype u32 | op u32 | root i32 | proposal u32 |
+//   count u64 x ops
+//
+// Rank 0 decides what each pass carries and sends the header to its right; every other rank
+// receives it, checks it against its own submissions, and forwards it; it returns to rank 0.
+// A rank whose submission differs fails with RR_ERR_MISMATCH naming both ranks and values.
+//
+// Fusion needs one more circle first, because a rank may not have submitted yet what rank 0
+// has queued (and may be waiting for its earlier all-reduce before it submits the next):
+// rank 0 sends a proposal of the all-reduces it could fuse; each rank cuts it down to those
+// it has queued itself and forwards it; what comes back to rank 0 is queued everywhere, and
+// that is what the pass header then carries.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "engine/request.h"
+
+namespace rr {
+
+struct GroupHeader {
+  static constexpr size_t kMaxOps = 256;
+  static constexpr size_t kBytes = 32 + 8 * kMaxOps;
+
+  uint64_t firstSeq = 0;
+  uint32_t numOps = 0;
+  Collective kind = Collective::kAllReduce;
+  rr_dtype_t dtype = RR_FLOAT32;
+  rr_op_t op = RR_SUM;
+  int root = 0;
+  bool proposal = false;
+  std::array<uint64_t, kMaxOps> counts{};
+
+  void encode(uint8_t* out) const;
+  // Throws RR_ERR_SYSTEM (protocol error) for values no rank could have sent.
+  static GroupHeader decode(const uint8_t* in, int fromRank);
+  // The i-th collective the header describes.
+  OpDesc opAt(size_t i) const;
+};
+
+// "op #57 allreduce(count=1024, dtype=float, op=sum)"
+std::string describeOp(const OpDesc& op);
+bool sameOp(const OpDesc& a, const OpDesc& b);
+
+}  // namespace rr

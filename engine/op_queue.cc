@@ -1,0 +1,81 @@
+// OpQueue; see op_queue.h.
+#include "engine/op_queue.h"
+
+namespace rr {
+
+bool OpQueue::push(const std::shared_ptr<Request>& request) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (closed_) return false;
+    request->desc.seq = ++lastSeq_;
+    queue_.push_back(request);
+  }
+  cv_.notify_one();
+  return true;
+}
+
+uint64_t OpQueue::lastSubmitted() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return lastSeq_;
+}
+
+std::shared_ptr<Request> OpQueue::front(std::chrono::milliseconds wait) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  cv_.wait_for(lock, wait, [&] { return !queue_.empty() || closed_; });
+  return queue_.empty() ? nullptr : queue_.front();
+}
+
+size_t OpQueue::fusible(size_t fusionBytes, size_t maxOps) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (queue_.empty()) return 0;
+  const OpDesc& first = queue_.front()->desc;
+  if (first.kind != Collective::kAllReduce || queue_.front()->bytes > fusionBytes) return 1;
+  size_t total = 0, n = 0;
+  for (const auto& r : queue_) {
+    if (n == maxOps || r->desc.kind != Collective::kAllReduce || r->desc.dtype != first.dtype ||
+        r->desc.op != first.op || total + r->bytes > fusionBytes)
+      break;
+    total += r->bytes;
+    ++n;
+  }
+  return std::max<size_t>(n, 1);
+}
+
+size_t OpQueue::matching(const GroupHeader& header) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  size_t n = 0;
+  while (n < header.numOps && n < queue_.size() && sameOp(queue_[n]->desc, header.opAt(n))) ++n;
+  return n;
+}
+
+std::vector<std::shared_ptr<Request>> OpQueue::pop(size_t count) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::vector<std::shared_ptr<Request>> out;
+  for (size_t i = 0; i < count && !queue_.empty(); ++i) {
+    out.push_back(std::move(queue_.front()));
+    queue_.pop_front();
+  }
+  return out;
+}
+
+void OpQueue::close() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    closed_ = true;
+  }
+  cv_.notify_all();
+}
+
+bool OpQueue::closed() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return closed_;
+}
+
+size_t OpQueue::describe(uint64_t* counts, size_t max) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  size_t n = 0;
+  for (; n < max && n < queue_.size(); ++n) counts[n] = queue_[n]->desc.count;
+  return n;
+}
+
+}  // namespace rr

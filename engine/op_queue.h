@@ -1,0 +1,46 @@
+// OpQueue: the collectives a rank has submitted and not yet started, in submission order.
+// Submitting threads push; the progress thread takes them from the front, alone or as a
+// fused group. The lock also assigns sequence numbers, so queue order is sequence order.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstddef>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "engine/op_header.h"
+#include "engine/request.h"
+
+namespace rr {
+
+class OpQueue {
+ public:
+  // Assigns the next sequence number and queues the request; false once closed.
+  bool push(const std::shared_ptr<Request>& request);
+  uint64_t lastSubmitted() const;
+  // The front request, waiting up to `wait` for one; nullptr if none came.
+  std::shared_ptr<Request> front(std::chrono::milliseconds wait);
+  // How many requests from the front may share one pass: all-reduces with the front's
+  // dtype and op, queued now, at most fusionBytes in all and maxOps of them.
+  size_t fusible(size_t fusionBytes, size_t maxOps) const;
+  // Writes the counts of up to `max` requests from the front; returns how many it wrote.
+  size_t describe(uint64_t* counts, size_t max) const;
+  // How many requests from the front match the header's collectives, in order.
+  size_t matching(const GroupHeader& header) const;
+  std::vector<std::shared_ptr<Request>> pop(size_t count);
+  // Refuses later pushes; what is queued stays to be run.
+  void close();
+  bool closed() const;
+
+ private:
+  mutable std::mutex mutex_;
+  std::condition_variable cv_;
+  std::deque<std::shared_ptr<Request>> queue_;
+  uint64_t lastSeq_ = 0;
+  bool closed_ = false;
+};
+
+}  // namespace rr

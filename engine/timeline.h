@@ -1,0 +1,49 @@
+// Timeline (RR_TIMELINE=path): Chrome trace events, one file per rank, that Perfetto and
+// chrome://tracing open. "trace.json" becomes trace.0.json, trace.1.json, ...
+//
+//   track "collectives": one slice per collective, from submission to completion, with
+//                        its size, dtype, op, result and the collectives it was fused with
+//   track "ring":        per pass: "waiting for peers" (until the left neighbour started),
+//                        "reduce-scatter" (until every reduction was done; later rounds'
+//                        all-gather overlaps it), "all-gather" (the rest)
+//
+// Events are written as they happen (buffered); the file is a complete JSON array once the
+// communicator is destroyed.
+#pragma once
+
+#include <cstdio>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "engine/progress_engine.h"
+#include "engine/request.h"
+
+namespace rr {
+
+class Timeline {
+ public:
+  // nullptr when path is empty. Throws RR_ERR_SYSTEM if the file cannot be created.
+  static std::unique_ptr<Timeline> open(const std::string& path, int rank);
+  ~Timeline();
+
+  void submitted(const Request& request);
+  void pass(const std::vector<std::shared_ptr<Request>>& ops, const PassTimes& times);
+  void completed(const Request& request, const std::vector<std::shared_ptr<Request>>& group);
+
+  static std::string fileFor(const std::string& path, int rank);
+
+ private:
+  Timeline(std::FILE* file, int rank);
+  double us(Clock::time_point t) const;
+  void write(const std::string& event);
+
+  std::mutex mutex_;
+  std::FILE* file_;
+  int rank_;
+  Clock::time_point origin_;
+  bool first_ = true;
+};
+
+}  // namespace rr
