@@ -2,6 +2,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -29,9 +30,50 @@ std::vector<std::string> rankArgs(int argc, char** argv) {
   return out;
 }
 
+// `ringreduce run -n N [--] PROGRAM ARGS...`, parsed by hand so that everything from the
+// program on is passed through untouched, options that look like ours included.
+int runCommand(int argc, char** argv) {
+  int ranks = 0;
+  int i = 2;
+  for (; i < argc; ++i) {
+    std::string a = argv[i];
+    if ((a == "-n" || a == "--np") && i + 1 < argc) {
+      a = argv[++i];
+    } else if (a.rfind("-n", 0) == 0 && a.size() > 2 && a[2] != '-') {
+      a = a.substr(2);
+    } else if (a.rfind("--np=", 0) == 0) {
+      a = a.substr(5);
+    } else if (a == "--") {
+      ++i;
+      break;
+    } else if (a == "-h" || a == "--help") {
+      std::printf("usage: ringreduce run -n N [--] PROGRAM ARGS...\n"
+                  "Starts N ranks of PROGRAM on this host with RR_RANK, RR_SIZE, RR_ADDR and a\n"
+                  "fresh RR_SECRET; prefixes their output with [rank]; stops them all when one\n"
+                  "fails and exits with its status.\n");
+      return 0;
+    } else {
+      break;
+    }
+    char* end = nullptr;
+    long v = std::strtol(a.c_str(), &end, 10);
+    if (a.empty() || *end != '\0' || v < 1 || v > 1024) {
+      std::fprintf(stderr, "ringreduce run: -n needs a number of ranks in 1..1024, got '%s'\n", a.c_str());
+      return 2;
+    }
+    ranks = static_cast<int>(v);
+  }
+  if (ranks == 0 || i >= argc) {
+    std::fprintf(stderr, "usage: ringreduce run -n N [--] PROGRAM ARGS...\n");
+    return 2;
+  }
+  return rr::cli::launch({ranks, std::vector<std::string>(argv + i, argv + argc), true});
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (argc > 1 && std::string(argv[1]) == "run") return runCommand(argc, argv);
   CLI::App app{"ringreduce: ring all-reduce engine (bench, run, info)"};
   app.require_subcommand(0, 1);
 
@@ -56,22 +98,13 @@ int main(int argc, char** argv) {
       ->capture_default_str()->check(CLI::IsMember({"allreduce", "broadcast", "allgather", "reduce_scatter"}));
   b->add_option("--format", bench.format, "table or json")->capture_default_str()->check(CLI::IsMember({"table", "json"}));
 
-  int runRanks = 1;
-  std::vector<std::string> program;
-  auto* run = app.add_subcommand("run", "start N ranks of a program on this host");
-  run->add_option("-n,--np", runRanks, "number of ranks")->required()->check(CLI::Range(1, 1024));
-  run->add_option("program", program, "program and its arguments (after --)")->required();
-  run->prefix_command();  // everything after the program belongs to it
+  app.add_subcommand("run", "start N ranks of a program on this host: run -n N [--] PROGRAM ARGS...");
 
   auto* info = app.add_subcommand("info", "version, build options, CPU features, CUDA devices");
 
   CLI11_PARSE(app, argc, argv);
 
   if (*info) return rr::cli::runInfo();
-  if (*run) {
-    for (const auto& extra : run->remaining()) program.push_back(extra);
-    return rr::cli::launch({runRanks, program, true});
-  }
   // bench, also when no subcommand is given
   try {
     bench.minBytes = rr::cli::parseSize(minBytes);
