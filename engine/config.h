@@ -13,7 +13,7 @@
 //   RR_SOCKETS_PER_LINK     TCP sockets per ring link (default 2)
 //   RR_SEGMENT_BYTES        pipelined segment size (default 1 MiB)
 //   RR_FUSION_BYTES         all-reduces this small or smaller may share a ring pass, up to
-//                           this many bytes in all; 0 turns fusion off (default 1 MiB)
+//                           this many bytes in all; 0 turns fusion off (default 4 MiB)
 //   RR_STALL_WARN_S         rank 0 names the ranks that have not submitted a collective that
 //                           has waited this long (default 60)
 //   RR_TIMELINE             write Chrome trace events to this path, one file per rank
@@ -39,7 +39,7 @@ struct Config {
   std::string ifname;
   int socketsPerLink = 2;
   size_t segmentBytes = 1 << 20;
-  size_t fusionBytes = 1 << 20;
+  size_t fusionBytes = 4 << 20;
   double stallWarnS = 60;
   std::string timeline;
   std::string logLevel = "warn";
