@@ -4,7 +4,9 @@
 set -euo pipefail
 rr=$1
 t() { timeout --kill-after=5 120 "$@"; }
-t "$rr" info | tee /dev/stderr | grep -q "host reducer"
+info=$(t "$rr" info)
+echo "$info"
+grep -q "host reducer" <<<"$info"
 for c in allreduce broadcast allgather reduce_scatter; do
   out=$(t "$rr" bench -N 3 --collective "$c" -b 1K -e 1M -f 8 -n 2 -w 1 -d int32 -o max)
   echo "$out"

@@ -19,7 +19,8 @@ flags=$(pkg-config --cflags --libs ringreduce)
 libdir=$(pkg-config --variable=libdir ringreduce)
 echo "pkg-config: $flags"
 cc -std=c99 -Wall -Wextra -Werror -pedantic "$src/examples/allreduce.c" -o "$stage/allreduce" $flags -Wl,-rpath,"$libdir"
-ldd "$stage/allreduce" | grep -q "$libdir/libringreduce.so" || { echo "not linked to the installed library"; exit 1; }
+libs=$(ldd "$stage/allreduce")  # not piped into grep -q: with pipefail, SIGPIPE fails it
+grep -q "$libdir/libringreduce.so" <<<"$libs" || { echo "not linked to the installed library:"; echo "$libs"; exit 1; }
 cli=$(find "$stage" -type f -name ringreduce -perm -u+x | head -1)
 [ -n "$cli" ] || { echo "ringreduce CLI not installed"; exit 1; }
 out=$(LD_LIBRARY_PATH=$libdir timeout 60 "$cli" run -n 3 -- "$stage/allreduce")
