@@ -176,6 +176,18 @@ rr_result_t rr_barrier(rr_comm_t comm) {
   return guarded([&] { waitFor(commOf(comm, "rr_barrier").submitBarrier()); });
 }
 
+rr_result_t rr_comm_abort(rr_comm_t comm) {
+  return guarded([&] { commOf(comm, "rr_comm_abort").abort(); });
+}
+
+rr_result_t rr_comm_get_async_error(rr_comm_t comm, rr_result_t* error) {
+  return guarded([&] {
+    auto& c = commOf(comm, "rr_comm_get_async_error");
+    if (error == nullptr) rr::fail(RR_ERR_INVALID_ARGUMENT, "rr_comm_get_async_error: error is NULL");
+    *error = c.asyncError();
+  });
+}
+
 rr_result_t rr_allreduce_async(rr_comm_t comm, const void* send, void* recv, size_t count,
                                rr_dtype_t dtype, rr_op_t op, void* stream, rr_request_t* req) {
   return guarded([&] {

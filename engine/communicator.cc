@@ -15,6 +15,7 @@
 #include "engine/progress_engine.h"
 #include "engine/stall_monitor.h"
 #include "engine/timeline.h"
+#include "engine/waker.h"
 #include "kernels/dtype.h"
 #include "transport/error.h"
 #include "transport/tcp/tcp_link.h"
@@ -85,6 +86,7 @@ Communicator::~Communicator() {
   if (left_) left_->shutdown();
   if (right_) right_->shutdown();
   engine_.reset();
+  waker_.reset();
   left_.reset();
   right_.reset();
   timeline_.reset();
@@ -107,9 +109,10 @@ void Communicator::connect() {
                                     fmt::format("rank {} (left neighbour)", left));
   right_ = std::make_unique<TcpLink>(std::move(sockets_->right), epollFd_, right,
                                      fmt::format("rank {} (right neighbour)", right));
+  waker_ = std::make_unique<Waker>(epollFd_);
   engine_ = std::make_unique<ProgressEngine>(config_.rank, config_.size, left_.get(),
                                              right_.get(), epollFd_, config_.segmentBytes,
-                                             config_.timeoutMs, [this] { onIdle(); });
+                                             config_.timeoutMs, [this] { onIdle(); }, &aborted_);
   monitor_ = std::make_unique<StallMonitor>(config_.rank, config_.size, &sockets_->bootstrap,
                                             config_.stallWarnS, *log_);
   if (config_.fusionBytes > 0) {
@@ -180,8 +183,29 @@ std::shared_ptr<Request> Communicator::submit(Collective kind, const void* send,
   return request;
 }
 
+void Communicator::abort() {
+  {
+    std::lock_guard<std::mutex> lock(errorMutex_);
+    if (!error_) error_ = std::make_pair(RR_ERR_ABORTED, fmt::format("rank {}: rr_comm_abort was called", config_.rank));
+  }
+  aborted_ = true;
+  if (waker_) waker_->wake();
+  queue_.wake();
+}
+
+rr_result_t Communicator::asyncError() {
+  auto e = stickyError();
+  return e ? e->first : RR_SUCCESS;
+}
+
 void Communicator::progressLoop() {
+  bool abortSent = false;
   for (;;) {
+    if (aborted_ && !abortSent) {  // tell the neighbours, once
+      abortSent = true;
+      poison(Error(RR_ERR_ABORTED, fmt::format("rank {}: rr_comm_abort was called", config_.rank)),
+             queue_.lastSubmitted());
+    }
     if (monitor_) monitor_->poll(queue_.lastSubmitted());
     std::shared_ptr<Request> front = queue_.front(std::chrono::milliseconds(100));
     if (!front) {
@@ -196,7 +220,9 @@ void Communicator::progressLoop() {
       runNext(front);
     } catch (const Error& e) {
       poison(e, front->desc.seq);
-      for (auto& r : inFlight_) r->complete(e.code(), e.what());
+      if (e.code() == RR_ERR_ABORTED) abortSent = true;
+      const auto first = stickyError();  // the first error wins, an abort included
+      for (auto& r : inFlight_) r->complete(first->first, first->second);
     } catch (const std::exception& e) {
       const Error internal(RR_ERR_INTERNAL, std::string("internal error: ") + e.what());
       poison(internal, front->desc.seq);

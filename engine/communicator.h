@@ -11,6 +11,7 @@
 // collective, and returned by every later call.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <memory>
 #include <mutex>
@@ -35,6 +36,7 @@ class Link;
 class ProgressEngine;
 class StallMonitor;
 class Timeline;
+class Waker;
 struct GroupHeader;
 struct RingSockets;
 
@@ -52,6 +54,10 @@ class Communicator {
   std::shared_ptr<Request> submit(Collective kind, const void* send, void* recv, size_t count,
                                   rr_dtype_t dtype, rr_op_t op, int root);
   std::shared_ptr<Request> submitBarrier();
+
+  // From any thread: fail everything queued or running with RR_ERR_ABORTED within 100 ms.
+  void abort();
+  rr_result_t asyncError();
 
  private:
   Communicator(Config config, std::shared_ptr<spdlog::logger> log);
@@ -85,6 +91,9 @@ class Communicator {
   OpDesc current_{};
   size_t currentBytes_ = 0;
   Clock::time_point currentSince_{};
+
+  std::atomic<bool> aborted_{false};
+  std::unique_ptr<Waker> waker_;
 
   std::mutex errorMutex_;
   std::optional<std::pair<rr_result_t, std::string>> error_;  // sticky

@@ -21,7 +21,8 @@ uint64_t OpQueue::lastSubmitted() const {
 
 std::shared_ptr<Request> OpQueue::front(std::chrono::milliseconds wait) {
   std::unique_lock<std::mutex> lock(mutex_);
-  cv_.wait_for(lock, wait, [&] { return !queue_.empty() || closed_; });
+  cv_.wait_for(lock, wait, [&] { return !queue_.empty() || closed_ || woken_; });
+  woken_ = false;
   return queue_.empty() ? nullptr : queue_.front();
 }
 
@@ -56,6 +57,14 @@ std::vector<std::shared_ptr<Request>> OpQueue::pop(size_t count) {
     queue_.pop_front();
   }
   return out;
+}
+
+void OpQueue::wake() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    woken_ = true;
+  }
+  cv_.notify_all();
 }
 
 void OpQueue::close() {

@@ -31,6 +31,8 @@ class OpQueue {
   // How many requests from the front match the header's collectives, in order.
   size_t matching(const GroupHeader& header) const;
   std::vector<std::shared_ptr<Request>> pop(size_t count);
+  // Makes a waiting front() return now (an abort).
+  void wake();
   // Refuses later pushes; what is queued stays to be run.
   void close();
   bool closed() const;
@@ -41,6 +43,7 @@ class OpQueue {
   std::deque<std::shared_ptr<Request>> queue_;
   uint64_t lastSeq_ = 0;
   bool closed_ = false;
+  bool woken_ = false;
 };
 
 }  // namespace rr

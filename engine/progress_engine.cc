@@ -13,7 +13,8 @@
 namespace rr {
 
 ProgressEngine::ProgressEngine(int rank, int size, Link* left, Link* right, int epollFd,
-                               size_t segmentBytes, int timeoutMs, std::function<void()> onIdle)
+                               size_t segmentBytes, int timeoutMs, std::function<void()> onIdle,
+                               const std::atomic<bool>* aborted)
     : rank_(rank),
       size_(size),
       left_(left),
@@ -22,6 +23,7 @@ ProgressEngine::ProgressEngine(int rank, int size, Link* left, Link* right, int 
       segmentBytes_(segmentBytes),
       timeoutMs_(timeoutMs),
       onIdle_(std::move(onIdle)),
+      aborted_(aborted),
       lastIdle_(Clock::now()),
       reduce_(bestReducer()) {
   void* p = nullptr;
@@ -31,6 +33,11 @@ ProgressEngine::ProgressEngine(int rank, int size, Link* left, Link* right, int 
 }
 
 ProgressEngine::~ProgressEngine() { std::free(staging_); }
+
+void ProgressEngine::checkAborted() const {
+  if (aborted_ != nullptr && aborted_->load(std::memory_order_relaxed))
+    fail(RR_ERR_ABORTED, "rank {}: rr_comm_abort was called", rank_);
+}
 
 Clock::time_point ProgressEngine::deadline() const {
   return Clock::now() + std::chrono::milliseconds(timeoutMs_);
@@ -83,6 +90,7 @@ PassTimes ProgressEngine::run(const RingSchedule& s, const GroupHeader& h, const
   Counters c;
   Clock::time_point until = deadline();
   while (c.recvDone < n || c.sendDone < n || !headerOk || right_->sendsDone() <= headerSendMsg) {
+    checkAborted();
     bool moved = postSends(s, c, h.dtype, send, recv);
     if (headerOk) moved |= postRecvs(s, c, h.dtype, recv);
     moved |= progressLinks(h.firstSeq);
@@ -191,6 +199,7 @@ bool ProgressEngine::progressLinks(uint64_t seq) {
 }
 
 void ProgressEngine::wait(Clock::time_point until) {
+  checkAborted();
   if (onIdle_ && Clock::now() - lastIdle_ >= std::chrono::milliseconds(100)) {
     lastIdle_ = Clock::now();
     onIdle_();
@@ -200,6 +209,7 @@ void ProgressEngine::wait(Clock::time_point until) {
   int n = ::epoll_wait(epollFd_, events, 16, ms);
   if (n < 0 && errno != EINTR) failErrno(errno, "epoll_wait");
   for (int i = 0; i < n; ++i) static_cast<EventTarget*>(events[i].data.ptr)->onEvent(events[i].events);
+  checkAborted();
 }
 
 void ProgressEngine::timeout(const std::string& what, bool waitingForLeft, size_t done,

@@ -21,6 +21,7 @@
 // the next): then this rank finishes its part and the abort fails its next call.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -46,9 +47,10 @@ class ProgressEngine {
   static constexpr size_t kInSlots = 2 * kDepth;
   static constexpr size_t kOutSlots = 2 * kDepth;
 
-  // onIdle runs at least once a second while the engine waits.
+  // onIdle runs every 100 ms while the engine waits; once `aborted` is set, every wait
+  // throws RR_ERR_ABORTED (the setter also wakes the epoll set).
   ProgressEngine(int rank, int size, Link* left, Link* right, int epollFd, size_t segmentBytes,
-                 int timeoutMs, std::function<void()> onIdle);
+                 int timeoutMs, std::function<void()> onIdle, const std::atomic<bool>* aborted);
   ~ProgressEngine();
 
   size_t segmentBytes() const { return segmentBytes_; }
@@ -91,6 +93,8 @@ class ProgressEngine {
   size_t segmentBytes_;
   int timeoutMs_;
   std::function<void()> onIdle_;
+  const std::atomic<bool>* aborted_;
+  void checkAborted() const;
   Clock::time_point lastIdle_;
   ReduceFn reduce_;
   uint8_t* staging_ = nullptr;

@@ -122,6 +122,15 @@ RR_API rr_result_t rr_reduce_scatter(rr_comm_t comm, const void *send, void *rec
 /* Returns once every rank has entered the barrier. */
 RR_API rr_result_t rr_barrier(rr_comm_t comm);
 
+/* Aborts the communicator from any thread: within 100 ms every blocking call and every
+ * rr_wait on it returns RR_ERR_ABORTED (or the error that came first), the neighbours are
+ * told, and every later call returns the same. Destroy it afterwards; a new communicator
+ * can then be formed (for example by the survivors of a failure). */
+RR_API rr_result_t rr_comm_abort(rr_comm_t comm);
+/* Sets *error to the error that poisoned the communicator (a failed collective, a lost
+ * peer, an abort), or RR_SUCCESS if there is none. Never blocks. */
+RR_API rr_result_t rr_comm_get_async_error(rr_comm_t comm, rr_result_t *error);
+
 /* Asynchronous collectives: the same as the blocking calls, but they return at once with a
  * request; the collective runs on the communicator's background thread in submission order.
  * The buffers must stay valid and untouched until the request is done. The blocking calls

@@ -151,8 +151,8 @@ bool TcpLink::progressRecv(Socket& s) {
     }
     ssize_t got = want > 0 ? ::recv(s.fd.get(), dst, want, MSG_DONTWAIT) : 0;
     if (want > 0 && got == 0)
-      peerLost(fmt::format("{} closed the connection while this rank waited for a {} frame",
-                           name_, frameName(static_cast<uint32_t>(st.type))));
+      peerLost(fmt::format("{} closed the connection while this rank waited for {} from it", name_,
+                           st.type == FrameType::kOpHeader ? "an op header" : "data"));
     if (got < 0) {
       if (errno == EAGAIN || errno == EINTR) {
         s.readable = false;

@@ -1,0 +1,166 @@
+// One rank of the fault tests (test/fault_test.sh starts the ranks itself, since a launcher
+// would stop them all at the first failure). Every rank starts a 64 MiB all-reduce; the
+// victim rank breaks it in one of these ways:
+//
+//   kill    SIGKILLs itself in the middle          stop   SIGSTOPs itself in the middle
+//   count   calls with a different count           exit   exits without calling
+//   link    (netns test) the victim only marks that it started; the script then sets its
+//           link down and writes the time it did
+//   abort   calls rr_comm_abort from a second thread in the middle
+//
+// Every other rank must fail with the expected code, naming the failure; it prints the time
+// from the fault (a timestamp the victim or the script writes to RR_TEST_FAULT_FILE) to its
+// error. Then the survivors destroy the communicator, form a new one among themselves at
+// RR_TEST_ADDR2 (new size, ranks renumbered), and check an all-reduce; the process's open fd
+// and thread counts must be back at their values before the first init.
+// Usage: fault_check MODE VICTIM EXPECTED_CODE
+#include <dirent.h>
+#include <signal.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "ringreduce/ringreduce.h"
+
+namespace {
+
+double nowSeconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return static_cast<double>(ts.tv_sec) + ts.tv_nsec * 1e-9;
+}
+
+int countEntries(const char* dir) {
+  int n = 0;
+  if (DIR* d = opendir(dir)) {
+    while (dirent* e = readdir(d)) n += e->d_name[0] != '.';
+    closedir(d);
+  }
+  return n - (std::strcmp(dir, "/proc/self/fd") == 0 ? 1 : 0);  // the DIR's own fd
+}
+
+void markFault() {
+  if (const char* f = std::getenv("RR_TEST_FAULT_FILE")) {
+    if (FILE* out = std::fopen(f, "w")) {
+      std::fprintf(out, "%.6f\n", nowSeconds());
+      std::fclose(out);
+    }
+  }
+}
+
+double faultTime() {
+  const char* f = std::getenv("RR_TEST_FAULT_FILE");
+  double t = 0;
+  for (int i = 0; i < 100 && f != nullptr; ++i) {
+    if (FILE* in = std::fopen(f, "r")) {
+      const int got = std::fscanf(in, "%lf", &t);
+      std::fclose(in);
+      if (got == 1) return t;
+    }
+    usleep(20000);
+  }
+  return t;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 4) {
+    std::fprintf(stderr, "usage: fault_check MODE VICTIM EXPECTED_CODE\n");
+    return 2;
+  }
+  const std::string mode = argv[1];
+  const int victim = std::atoi(argv[2]);
+  const int expected = std::atoi(argv[3]);
+  const int fds0 = countEntries("/proc/self/fd");
+  const int threads0 = countEntries("/proc/self/task");
+
+  rr_comm_t comm = nullptr;
+  if (rr_comm_init_from_env(&comm) != RR_SUCCESS) {
+    std::fprintf(stderr, "init: %s\n", rr_last_error());
+    return 1;
+  }
+  int rank = 0, size = 0;
+  rr_comm_rank(comm, &rank);
+  rr_comm_size(comm, &size);
+  const size_t count = (64u << 20) / 4;
+  std::vector<float> buf(count + 1, 1.0f);
+  if (rr_barrier(comm) != RR_SUCCESS) {
+    std::fprintf(stderr, "rank %d: barrier: %s\n", rank, rr_last_error());
+    return 1;
+  }
+
+  if (rank == victim) {
+    if (mode == "exit") {
+      markFault();
+      std::_Exit(0);
+    }
+    rr_request_t req = nullptr;
+    const size_t mine = mode == "count" ? count - 1 : count;
+    if (mode == "count") markFault();  // the call itself is the fault
+    if (rr_allreduce_async(comm, buf.data(), buf.data(), mine, RR_FLOAT32, RR_SUM, nullptr, &req) != RR_SUCCESS) return 1;
+    usleep(20000);  // in the middle of the 64 MiB all-reduce
+    if (mode == "kill") {
+      markFault();
+      raise(SIGKILL);
+    }
+    if (mode == "stop") {
+      markFault();
+      raise(SIGSTOP);
+    }
+    if (mode == "abort") {
+      std::thread([comm] { markFault(); rr_comm_abort(comm); }).join();
+    }
+    if (mode == "link") markFault();  // the script sets the link down once it sees this
+    rr_result_t rc = rr_wait(req);
+    std::printf("rank %d (victim): %s: %s\n", rank, rr_result_string(rc), rr_last_error());
+    rr_request_free(req);
+    rr_comm_destroy(comm);
+    return 0;
+  }
+
+  const rr_result_t rc = rr_allreduce(comm, buf.data(), buf.data(), count, RR_FLOAT32, RR_SUM, nullptr);
+  const double errorAt = nowSeconds();
+  const std::string message = rr_last_error();
+  rr_result_t async = RR_SUCCESS;
+  rr_comm_get_async_error(comm, &async);
+  const rr_result_t later = rr_barrier(comm);
+  std::printf("rank %d: %s after %.3f s: %s\n", rank, rr_result_string(rc), errorAt - faultTime(),
+              message.c_str());
+  bool ok = rc == expected && async == rc && later == rc;
+  if (!ok)
+    std::printf("rank %d: WRONG: got %s (async %s, next call %s), expected %s\n", rank,
+                rr_result_string(rc), rr_result_string(async), rr_result_string(later),
+                rr_result_string(static_cast<rr_result_t>(expected)));
+  rr_comm_destroy(comm);
+
+  // Recovery: the survivors form a new communicator in the same processes.
+  rr_config_t cfg = RR_CONFIG_INIT;
+  cfg.size = size - 1;
+  cfg.rank = rank < victim ? rank : rank - 1;
+  cfg.addr = std::getenv("RR_TEST_ADDR2");
+  cfg.timeout_ms = 60000;
+  if (rr_comm_init(&cfg, &comm) != RR_SUCCESS) {
+    std::printf("rank %d: WRONG: the survivors could not form a new communicator: %s\n", rank, rr_last_error());
+    return 1;
+  }
+  std::vector<float> v(1 << 20, static_cast<float>(cfg.rank + 1));
+  if (rr_allreduce(comm, v.data(), v.data(), v.size(), RR_FLOAT32, RR_SUM, nullptr) != RR_SUCCESS) {
+    std::printf("rank %d: WRONG: all-reduce on the new communicator: %s\n", rank, rr_last_error());
+    return 1;
+  }
+  const float want = static_cast<float>(cfg.size * (cfg.size + 1) / 2);
+  for (float x : v)
+    if (x != want) ok = false;
+  rr_comm_destroy(comm);
+  const int fds1 = countEntries("/proc/self/fd"), threads1 = countEntries("/proc/self/task");
+  std::printf("rank %d: recovered as rank %d of %d, all-reduce %s; fds %d -> %d, threads %d -> %d\n",
+              rank, cfg.rank, cfg.size, ok ? "correct" : "WRONG", fds0, fds1, threads0, threads1);
+  return ok && fds0 == fds1 && threads0 == threads1 ? 0 : 1;
+}

@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# A link that goes down in the middle of a 64 MiB all-reduce: 4 ranks, each in a network
+# namespace this test creates, joined by veth pairs to a bridge (10.231.0.0/24 exists only
+# inside these namespaces). Once rank 2 has started, its veth is set down: no FIN, no RST,
+# the packets just stop. Every survivor must fail with RR_ERR_TIMEOUT within the timeout
+# (3 s) + 2 s, then the survivors form a new communicator and all-reduce correctly.
+# Needs root and iproute2; skipped (exit 77) otherwise.
+set -uo pipefail
+check=$1
+if [ "$(id -u)" != 0 ] || ! command -v ip >/dev/null || ! ip netns add rrf-probe 2>/dev/null; then
+  echo "network namespaces unavailable (need root and iproute2): skipping"
+  exit 77
+fi
+ip netns del rrf-probe
+tag=rrf$$
+dir=$(mktemp -d)
+cleanup() {
+  kill -9 $(jobs -p) 2>/dev/null
+  for r in 0 1 2 3 hub; do ip netns del "$tag-$r" 2>/dev/null; done
+  rm -rf "$dir"
+}
+trap cleanup EXIT
+ip netns add "$tag-hub"
+ip -n "$tag-hub" link add br0 type bridge
+ip -n "$tag-hub" link set br0 up
+for r in 0 1 2 3; do
+  ns=$tag-$r
+  ip netns add "$ns"
+  ip link add "v$$-$r" type veth peer name eth0 netns "$ns"
+  ip link set "v$$-$r" netns "$tag-hub"
+  ip -n "$tag-hub" link set "v$$-$r" master br0 up
+  ip -n "$ns" addr add "10.231.0.$((r + 1))/24" dev eth0
+  ip -n "$ns" link set eth0 up
+  ip -n "$ns" link set lo up
+done
+pids=()
+for r in 0 1 2 3; do
+  ip netns exec "$tag-$r" env RR_RANK=$r RR_SIZE=4 RR_ADDR=10.231.0.1:29500 \
+    RR_TEST_ADDR2=10.231.0.1:29501 RR_SECRET=netns-test RR_TIMEOUT_MS=3000 \
+    RR_TEST_FAULT_FILE="$dir/fault" timeout --kill-after=5 90 "$check" link 2 3 \
+    >"$dir/out.$r" 2>"$dir/err.$r" &
+  pids+=($!)
+done
+for _ in $(seq 1 600); do [ -s "$dir/fault" ] && break; sleep 0.01; done
+[ -s "$dir/fault" ] || { echo "rank 2 never started"; cat "$dir"/err.*; exit 1; }
+ip -n "$tag-hub" link set "v$$-2" down
+date +%s.%N >"$dir/fault"
+ok=1
+for r in 0 1 3; do wait "${pids[$r]}" || ok=0; done
+for r in 0 1 3; do sed "s/^/  /" "$dir/out.$r"; done
+last=$(cat "$dir"/out.0 "$dir"/out.1 "$dir"/out.3 | sed -n 's/.* after \(-\{0,1\}[0-9.]*\) s:.*/\1/p' | sort -g | tail -1)
+if [ $ok = 1 ] && [ -n "$last" ] && python3 -c "import sys; sys.exit(0 if $last <= 5 else 1)"; then
+  echo "link down: every survivor timed out as expected; last error ${last} s after the link went down (bound 5 s); recovered"
+else
+  echo "link down: FAILED (last error after ${last:-?} s)"
+  for r in 0 1 3; do sed "s/^/  stderr $r: /" "$dir/err.$r" | tail -5; done
+  exit 1
+fi
