@@ -6,6 +6,7 @@
 #include <exception>
 #include <thread>
 
+#include "engine/acceptor.h"
 #include "transport/error.h"
 #include "transport/handshake.h"
 #include "transport/interfaces.h"
@@ -13,8 +14,6 @@
 
 namespace rr {
 namespace {
-
-constexpr int kHandshakeMs = 5000;  // a stalled client is dropped after this long
 
 struct Endpoint {
   std::string ip;
@@ -66,75 +65,79 @@ JobIdentity jobOf(const Config& c) { return JobIdentity{c.jobId, c.secret}; }
 std::vector<Fd> gatherRanks(const Config& c, int listenFd, std::vector<Endpoint>& table,
                             Deadline deadline, spdlog::logger& log) {
   std::vector<Fd> conns(c.size);
+  std::vector<bool> claimed(c.size, false);
   int joined = 1;
-  int rejected = 0;
-  std::string lastReject;
-  while (joined < c.size) {
-    Fd fd = acceptUntil(listenFd, deadline);
-    if (!fd) {
-      std::string missing;
-      for (int r = 1; r < c.size; ++r)
-        if (!conns[r]) missing += (missing.empty() ? "" : ", ") + std::to_string(r);
-      fail(rejected > 0 ? RR_ERR_AUTH : RR_ERR_TIMEOUT,
-           "rendezvous at {}: ranks {} did not join within {} ms ({} connections rejected{}{})",
-           c.addr, missing, c.timeoutMs, rejected, rejected ? ", last: " : "", lastReject);
-    }
-    const std::string peer = peerAddr(fd.get()).str();
-    try {
-      Hello hello = handshakeServer(
-          fd.get(), jobOf(c), std::min(deadline, deadlineIn(kHandshakeMs)),
-          [&](const Hello& h) -> std::string {
-            if (h.role != LinkRole::kBootstrap) return "a data connection sent to the rendezvous port";
-            if (h.size != c.size)
-              return fmt::format("rank {} has size {}, rank 0 has size {}", h.rank, h.size, c.size);
-            if (h.rank < 1 || h.rank >= c.size)
-              return fmt::format("rank {} is out of range 1..{}", h.rank, c.size - 1);
-            if (conns[h.rank]) return fmt::format("rank {} joined twice", h.rank);
-            return "";
-          });
-      table[hello.rank] = recvEndpoint(fd.get(), deadline, fmt::format("rank {}", hello.rank));
-      conns[hello.rank] = std::move(fd);
-      ++joined;
-      log.debug("rank {} joined from {}", hello.rank, peer);
-    } catch (const Error& e) {
-      ++rejected;
-      lastReject = fmt::format("{}: {}", peer, e.what());
-      log.warn("rendezvous: rejected connection from {}: {}", peer, e.what());
-    }
+  AcceptCallbacks cb;
+  cb.admit = [&](const Hello& h) -> std::string {
+    if (h.role != LinkRole::kBootstrap) return "a data connection sent to the rendezvous port";
+    if (h.size != c.size)
+      return fmt::format("rank {} has size {}, rank 0 has size {}", h.rank, h.size, c.size);
+    if (h.rank < 1 || h.rank >= c.size)
+      return fmt::format("rank {} is out of range 1..{}", h.rank, c.size - 1);
+    if (claimed[h.rank]) return fmt::format("rank {} joined twice", h.rank);
+    claimed[h.rank] = true;
+    return "";
+  };
+  cb.prepare = [&](const Hello& h, int fd) {
+    table[h.rank] = recvEndpoint(fd, std::min(deadline, deadlineIn(5000)), fmt::format("rank {}", h.rank));
+  };
+  cb.commit = [&](const Hello& h, Fd fd) {
+    conns[h.rank] = std::move(fd);
+    ++joined;
+  };
+  cb.release = [&](const Hello& h) { claimed[h.rank] = false; };
+  cb.done = [&] { return joined == c.size; };
+  cb.full = [&](const Hello& h) {
+    return fmt::format("all {} ranks have already joined; rank {} came too late (started twice?)",
+                       c.size, h.rank);
+  };
+  AcceptStats stats = acceptConcurrently(listenFd, jobOf(c), deadline, cb, log, "rendezvous");
+  if (joined < c.size) {
+    std::string missing;
+    for (int r = 1; r < c.size; ++r)
+      if (!conns[r]) missing += (missing.empty() ? "" : ", ") + std::to_string(r);
+    fail(stats.rejected > 0 ? RR_ERR_AUTH : RR_ERR_TIMEOUT,
+         "rendezvous at {}: ranks {} did not join within {} ms ({} connections rejected{}{})",
+         c.addr, missing, c.timeoutMs, stats.rejected, stats.rejected ? ", last: " : "",
+         stats.last);
   }
   return conns;
 }
 
-// Accepts `count` data sockets from rank `left`, in socket-index order.
+// Accepts the data sockets of rank `left`, in socket-index order.
 std::vector<Fd> acceptLeft(const Config& c, int listenFd, int left, Deadline deadline,
                            spdlog::logger& log) {
   std::vector<Fd> socks(c.socketsPerLink);
+  std::vector<bool> claimed(c.socketsPerLink, false);
   int have = 0;
-  while (have < c.socketsPerLink) {
-    Fd fd = acceptUntil(listenFd, deadline);
-    if (!fd)
-      fail(RR_ERR_TIMEOUT, "rank {}: left neighbour rank {} connected {} of {} sockets within {} ms",
-           c.rank, left, have, c.socketsPerLink, c.timeoutMs);
-    const std::string peer = peerAddr(fd.get()).str();
-    try {
-      Hello hello = handshakeServer(
-          fd.get(), jobOf(c), std::min(deadline, deadlineIn(kHandshakeMs)),
-          [&](const Hello& h) -> std::string {
-            if (h.role != LinkRole::kData) return "a bootstrap connection sent to a data port";
-            if (h.rank != left || h.size != c.size)
-              return fmt::format("rank {} (size {}) connected, expected left neighbour rank {}",
-                                 h.rank, h.size, left);
-            if (h.index >= static_cast<uint32_t>(c.socketsPerLink) || socks[h.index])
-              return fmt::format("socket index {} is invalid or repeated (RR_SOCKETS_PER_LINK={})",
-                                 h.index, c.socketsPerLink);
-            return "";
-          });
-      socks[hello.index] = std::move(fd);
-      ++have;
-    } catch (const Error& e) {
-      log.warn("data port: rejected connection from {}: {}", peer, e.what());
-    }
-  }
+  AcceptCallbacks cb;
+  cb.admit = [&](const Hello& h) -> std::string {
+    if (h.role != LinkRole::kData) return "a bootstrap connection sent to a data port";
+    if (h.rank != left || h.size != c.size)
+      return fmt::format("rank {} (size {}) connected, expected left neighbour rank {}", h.rank,
+                         h.size, left);
+    if (h.index >= static_cast<uint32_t>(c.socketsPerLink) || claimed[h.index])
+      return fmt::format("socket index {} is invalid or repeated (RR_SOCKETS_PER_LINK={})",
+                         h.index, c.socketsPerLink);
+    claimed[h.index] = true;
+    return "";
+  };
+  cb.commit = [&](const Hello& h, Fd fd) {
+    socks[h.index] = std::move(fd);
+    ++have;
+  };
+  cb.release = [&](const Hello& h) { claimed[h.index] = false; };
+  cb.done = [&] { return have == c.socketsPerLink; };
+  cb.full = [&](const Hello& h) {
+    return fmt::format("all {} sockets from rank {} are already connected", c.socketsPerLink, h.rank);
+  };
+  AcceptStats stats = acceptConcurrently(listenFd, jobOf(c), deadline, cb, log, "data port");
+  if (have < c.socketsPerLink)
+    fail(stats.rejected > 0 ? RR_ERR_AUTH : RR_ERR_TIMEOUT,
+         "rank {}: left neighbour rank {} connected {} of {} sockets within {} ms ({} "
+         "connections rejected{}{})",
+         c.rank, left, have, c.socketsPerLink, c.timeoutMs, stats.rejected,
+         stats.rejected ? ", last: " : "", stats.last);
   return socks;
 }
 

@@ -1,0 +1,95 @@
+// acceptConcurrently; see acceptor.h.
+#include "engine/acceptor.h"
+
+#include <spdlog/spdlog.h>
+#include <sys/socket.h>
+
+#include <condition_variable>
+#include <mutex>
+#include <set>
+#include <thread>
+#include <vector>
+
+#include "transport/error.h"
+
+namespace rr {
+namespace {
+
+constexpr int kHandshakeMs = 5000;  // a stalled client is dropped after this long
+constexpr size_t kMaxPending = 32;  // handshakes in progress at once
+
+}  // namespace
+
+AcceptStats acceptConcurrently(int listenFd, const JobIdentity& job, Deadline deadline,
+                               const AcceptCallbacks& cb, spdlog::logger& log,
+                               const std::string& portName) {
+  std::mutex mutex;
+  AcceptStats stats;
+  std::set<int> pending;  // sockets whose handshake is running, to cut short at the end
+  std::vector<std::thread> workers;
+  std::condition_variable finished;
+  bool closing = false;  // set when the stragglers are cut off
+  auto reject = [&](const std::string& peer, std::string why) {  // under the lock
+    if (closing) why = "dropped unfinished when " + portName + " closed (" + why + ")";
+    ++stats.rejected;
+    stats.last = peer + ": " + why;
+    log.warn("{}: rejected connection from {}: {}", portName, peer, why);
+  };
+  for (;;) {
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      if (cb.done()) break;
+    }
+    if (Clock::now() >= deadline) break;
+    Fd fd = acceptUntil(listenFd, std::min(deadline, deadlineIn(20)));
+    if (!fd) continue;
+    const std::string peer = peerAddr(fd.get()).str();
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      if (pending.size() >= kMaxPending) {
+        reject(peer, "too many handshakes in progress");
+        continue;
+      }
+      pending.insert(fd.get());
+    }
+    workers.emplace_back([&, peer, fd = std::move(fd)]() mutable {
+      const int raw = fd.get();
+      try {
+        Hello hello = handshakeServer(raw, job, std::min(deadline, deadlineIn(kHandshakeMs)),
+                                      [&](const Hello& h) -> std::string {
+                                        std::lock_guard<std::mutex> lock(mutex);
+                                        if (cb.done()) return cb.full(h);
+                                        return cb.admit(h);
+                                      });
+        try {
+          if (cb.prepare) cb.prepare(hello, raw);
+        } catch (...) {
+          std::lock_guard<std::mutex> lock(mutex);
+          cb.release(hello);
+          throw;
+        }
+        std::lock_guard<std::mutex> lock(mutex);
+        pending.erase(raw);
+        cb.commit(hello, std::move(fd));
+        finished.notify_all();
+      } catch (const Error& e) {
+        std::lock_guard<std::mutex> lock(mutex);
+        pending.erase(raw);
+        reject(peer, e.what());
+        finished.notify_all();
+      }
+    });
+  }
+  {
+    // Handshakes still running get a moment to hear that the job is complete (a rank
+    // started twice deserves a reason); the rest are hostile or stuck and are cut off.
+    std::unique_lock<std::mutex> lock(mutex);
+    finished.wait_for(lock, std::chrono::milliseconds(300), [&] { return pending.empty(); });
+    closing = true;
+    for (int fd : pending) ::shutdown(fd, SHUT_RDWR);
+  }
+  for (auto& t : workers) t.join();
+  return stats;
+}
+
+}  // namespace rr

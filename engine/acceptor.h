@@ -1,0 +1,46 @@
+// acceptConcurrently: the server side of bootstrap. Accepts connections on a listening
+// socket and runs each one's handshake on a thread of its own (at most kMaxPending at once),
+// so a client that sends garbage or stalls in the middle of the handshake holds up nobody
+// but itself, and only until the handshake deadline. Every rejection is logged with the
+// peer's address and counted.
+#pragma once
+
+#include <functional>
+#include <string>
+
+#include "transport/handshake.h"
+#include "transport/socket.h"
+
+namespace spdlog {
+class logger;
+}
+
+namespace rr {
+
+struct AcceptCallbacks {
+  // Under the acceptor's lock, once the HMAC checked out: "" admits the peer (and claims
+  // whatever it claims, e.g. its rank), anything else is the reason to reject it.
+  std::function<std::string(const Hello&)> admit;
+  // Outside the lock, after the handshake: read what the peer sends next. Throwing rejects.
+  std::function<void(const Hello&, int fd)> prepare;
+  // Under the lock: keep the connection.
+  std::function<void(const Hello&, Fd fd)> commit;
+  // Under the lock: undo admit's claim after prepare threw.
+  std::function<void(const Hello&)> release;
+  // Under the lock: true once every expected peer is in.
+  std::function<bool()> done;
+  // Under the lock, once done(): the reason given to a peer that comes after that.
+  std::function<std::string(const Hello&)> full;
+};
+
+struct AcceptStats {
+  int rejected = 0;
+  std::string last;  // "address: reason" of the last rejection
+};
+
+// Returns when done() or at the deadline (the caller checks which).
+AcceptStats acceptConcurrently(int listenFd, const JobIdentity& job, Deadline deadline,
+                               const AcceptCallbacks& callbacks, spdlog::logger& log,
+                               const std::string& portName);
+
+}  // namespace rr
