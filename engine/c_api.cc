@@ -1,6 +1,7 @@
 // The C API: the only extern "C" definitions. Each call validates what it can, runs inside
 // a guard that catches every exception and maps it to a result code, and keeps the message
 // for rr_last_error on this thread. No exception crosses this boundary.
+#include <cstring>
 #include <new>
 #include <string>
 
@@ -44,6 +45,16 @@ rr_result_t guarded(F&& body) {
 rr::Communicator& commOf(rr_comm_t comm, const char* call) {
   if (comm == nullptr || !comm->impl) rr::fail(RR_ERR_INVALID_ARGUMENT, "{}: comm is NULL", call);
   return *comm->impl;
+}
+
+// A C caller may pass any int as an enum; loading an out-of-range value as the C++ enum type
+// is undefined, so the values are checked as raw bytes before anything reads them as enums.
+template <class Enum>
+int rawValue(const Enum& e) {
+  static_assert(sizeof(Enum) == sizeof(int), "the C enums are int-sized");
+  int v = 0;
+  std::memcpy(&v, &e, sizeof v);
+  return v;
 }
 
 void checkStream(void* stream, const char* call) {
@@ -140,6 +151,7 @@ rr_result_t rr_allreduce(rr_comm_t comm, const void* send, void* recv, size_t co
                          rr_dtype_t dtype, rr_op_t op, void* stream) {
   return guarded([&] {
     auto& c = commOf(comm, "rr_allreduce");
+    rr::checkDtypeOp(rawValue(dtype), rawValue(op), true);
     checkStream(stream, "rr_allreduce");
     waitFor(c.submit(rr::Collective::kAllReduce, send, recv, count, dtype, op, 0));
   });
@@ -149,6 +161,7 @@ rr_result_t rr_broadcast(rr_comm_t comm, void* buf, size_t count, rr_dtype_t dty
                          void* stream) {
   return guarded([&] {
     auto& c = commOf(comm, "rr_broadcast");
+    rr::checkDtypeOp(rawValue(dtype), 0, false);
     checkStream(stream, "rr_broadcast");
     waitFor(c.submit(rr::Collective::kBroadcast, buf, buf, count, dtype, RR_SUM, root));
   });
@@ -158,6 +171,7 @@ rr_result_t rr_allgather(rr_comm_t comm, const void* send, void* recv, size_t co
                          rr_dtype_t dtype, void* stream) {
   return guarded([&] {
     auto& c = commOf(comm, "rr_allgather");
+    rr::checkDtypeOp(rawValue(dtype), 0, false);
     checkStream(stream, "rr_allgather");
     waitFor(c.submit(rr::Collective::kAllGather, send, recv, count_per_rank, dtype, RR_SUM, 0));
   });
@@ -167,6 +181,7 @@ rr_result_t rr_reduce_scatter(rr_comm_t comm, const void* send, void* recv,
                               size_t count_per_rank, rr_dtype_t dtype, rr_op_t op, void* stream) {
   return guarded([&] {
     auto& c = commOf(comm, "rr_reduce_scatter");
+    rr::checkDtypeOp(rawValue(dtype), rawValue(op), true);
     checkStream(stream, "rr_reduce_scatter");
     waitFor(c.submit(rr::Collective::kReduceScatter, send, recv, count_per_rank, dtype, op, 0));
   });
@@ -193,6 +208,7 @@ rr_result_t rr_allreduce_async(rr_comm_t comm, const void* send, void* recv, siz
   return guarded([&] {
     checkReqOut(req, "rr_allreduce_async");
     auto& c = commOf(comm, "rr_allreduce_async");
+    rr::checkDtypeOp(rawValue(dtype), rawValue(op), true);
     checkStream(stream, "rr_allreduce_async");
     handOut(c.submit(rr::Collective::kAllReduce, send, recv, count, dtype, op, 0), req,
             "rr_allreduce_async");
@@ -204,6 +220,7 @@ rr_result_t rr_broadcast_async(rr_comm_t comm, void* buf, size_t count, rr_dtype
   return guarded([&] {
     checkReqOut(req, "rr_broadcast_async");
     auto& c = commOf(comm, "rr_broadcast_async");
+    rr::checkDtypeOp(rawValue(dtype), 0, false);
     checkStream(stream, "rr_broadcast_async");
     handOut(c.submit(rr::Collective::kBroadcast, buf, buf, count, dtype, RR_SUM, root), req,
             "rr_broadcast_async");
@@ -216,6 +233,7 @@ rr_result_t rr_allgather_async(rr_comm_t comm, const void* send, void* recv,
   return guarded([&] {
     checkReqOut(req, "rr_allgather_async");
     auto& c = commOf(comm, "rr_allgather_async");
+    rr::checkDtypeOp(rawValue(dtype), 0, false);
     checkStream(stream, "rr_allgather_async");
     handOut(c.submit(rr::Collective::kAllGather, send, recv, count_per_rank, dtype, RR_SUM, 0),
             req, "rr_allgather_async");
@@ -228,6 +246,7 @@ rr_result_t rr_reduce_scatter_async(rr_comm_t comm, const void* send, void* recv
   return guarded([&] {
     checkReqOut(req, "rr_reduce_scatter_async");
     auto& c = commOf(comm, "rr_reduce_scatter_async");
+    rr::checkDtypeOp(rawValue(dtype), rawValue(op), true);
     checkStream(stream, "rr_reduce_scatter_async");
     handOut(c.submit(rr::Collective::kReduceScatter, send, recv, count_per_rank, dtype, op, 0),
             req, "rr_reduce_scatter_async");

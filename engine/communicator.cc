@@ -345,7 +345,6 @@ void Communicator::runPass(const std::vector<std::shared_ptr<Request>>& ops,
   }
   if (timeline_) timeline_->pass(ops, times);
   for (const auto& r : ops) {
-    r->result = RR_SUCCESS;
     if (timeline_) timeline_->completed(*r, ops);
     r->complete(RR_SUCCESS, "");
   }

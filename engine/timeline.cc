@@ -89,7 +89,7 @@ void Timeline::completed(const Request& r, const std::vector<std::shared_ptr<Req
     if (g->desc.seq != r.desc.seq) fused.push_back(g->desc.seq);
   nlohmann::json args = {{"seq", r.desc.seq}, {"bytes", r.bytes},
                          {"dtype", dtypeName(r.desc.dtype)}, {"op", opName(r.desc.op)},
-                         {"count", r.desc.count}, {"result", rr_result_string(r.result)},
+                         {"count", r.desc.count},
                          {"fused_with", fused}};
   // Collectives overlap in time, so each is an async slice (its own row in Perfetto).
   const std::string name = fmt::format("{} #{}", collectiveName(r.desc.kind), r.desc.seq);

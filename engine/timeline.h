@@ -2,7 +2,7 @@
 // chrome://tracing open. "trace.json" becomes trace.0.json, trace.1.json, ...
 //
 //   track "collectives": one slice per collective, from submission to completion, with
-//                        its size, dtype, op, result and the collectives it was fused with
+//                        its size, dtype, op and the collectives it was fused with
 //   track "ring":        per pass: "waiting for peers" (until the left neighbour started),
 //                        "reduce-scatter" (until every reduction was done; later rounds'
 //                        all-gather overlaps it), "all-gather" (the rest)

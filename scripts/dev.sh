@@ -1,15 +1,23 @@
 #!/usr/bin/env bash
 # One entry point for a fresh Debian 12 machine, as root:
 #   bash scripts/dev.sh bench [ARGS...]   install packages, build, run `ringreduce bench` (4 local ranks)
-#   bash scripts/dev.sh test              install packages, build, run the whole test suite
-# The test command ends with the line "N passed, N failed" computed from meson's results.
+#   bash scripts/dev.sh test [PARTS...]   install packages, build, run the test suites
+#
+# The test parts, each built in its own folder and timed:
+#   plain   the whole suite (unit, integration, install, faults) on the normal build
+#   asan    AddressSanitizer + UndefinedBehaviorSanitizer build (-fno-sanitize-recover=all):
+#           unit, integration, faults in quick mode, and the 10,000-collective soak
+#   tsan    ThreadSanitizer build: unit, integration, faults in quick mode
+#   fuzz    libFuzzer targets built with clang, each run for $FUZZ_SECONDS (default 60)
+# With no parts, all four run. The last line is "N passed, N failed" over every part.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 what=${1:-test}
 shift || true
 
 packages=(meson ninja-build pkg-config g++ python3 libasio-dev libspdlog-dev catch2 libcli11-dev
-          libssl-dev nlohmann-json3-dev openmpi-bin libopenmpi-dev iperf3 binutils)
+          libssl-dev nlohmann-json3-dev openmpi-bin libopenmpi-dev iperf3 binutils iproute2
+          clang libclang-rt-14-dev)
 missing=()
 for p in "${packages[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 if [ ${#missing[@]} -gt 0 ]; then
@@ -21,51 +29,119 @@ fi
 
 # nvcc is on PATH only in login shells; with it, -Dcuda=auto finds CUDA.
 [ -x /usr/local/cuda/bin/nvcc ] && export PATH=/usr/local/cuda/bin:$PATH
-build=${BUILD_DIR:-build}
-if [ ! -f "$build/build.ninja" ]; then
-  meson setup "$build" --buildtype=debugoptimized -Dwerror=true
-fi
-start=$(date +%s)
-ninja -C "$build"
-echo "== build took $(( $(date +%s) - start )) s"
+prefix=${BUILD_DIR:-build}
 
-case "$what" in
-  bench)
-    exec "$build/cli/ringreduce" bench "$@"
-    ;;
-  test)
-    start=$(date +%s)
-    set +e
-    meson test -C "$build" --print-errorlogs --no-rebuild "$@"
-    status=$?
-    set -e
-    echo "== tests took $(( $(date +%s) - start )) s"
-    python3 - "$build/meson-logs/testlog.json" <<'PY'
-import json, sys, collections
-passed = failed = skipped = 0
-suites = collections.defaultdict(float)
+# build DIR MESON-OPTIONS...: configure once, then build; prints the time it took. A build
+# that fails counts as one failure (its output is shown) and returns non-zero.
+build() {
+  local dir=$1
+  shift
+  local start=$(date +%s)
+  if { [ -f "$dir/build.ninja" ] || meson setup "$dir" --buildtype=debugoptimized -Dwerror=true "$@" >"$dir.setup.log" 2>&1; } &&
+     ninja -C "$dir" >"$dir.build.log" 2>&1; then
+    echo "== built $dir in $(( $(date +%s) - start )) s"
+  else
+    echo "FAILED: building $dir"
+    tail -40 "$dir.setup.log" "$dir.build.log" 2>/dev/null
+    failed=$((failed + 1))
+    return 1
+  fi
+}
+
+passed=0 failed=0 skipped=0
+# count DIR: adds the results of DIR's last meson test run to the totals.
+count() {
+  local line
+  line=$(python3 - "$1/meson-logs/testlog.json" <<'PY'
+import json, sys
+p = f = s = 0
 for line in open(sys.argv[1]):
     t = json.loads(line)
     r = t["result"]
-    for s in t.get("suite", []):
-        suites[s.split(":")[-1]] += t.get("duration", 0)
     if r in ("OK", "EXPECTEDFAIL"):
-        passed += 1
+        p += 1
     elif r == "SKIP":
-        skipped += 1
+        s += 1
     else:
-        failed += 1
-        print(f"FAILED: {t['name']} ({r})")
-for s, d in sorted(suites.items()):
-    print(f"suite {s}: {d:.1f} s")
-print(f"{passed} passed, {failed} failed" + (f", {skipped} skipped" if skipped else ""))
-sys.exit(1 if failed else 0)
+        f += 1
+        print(f"FAILED: {t['name']} ({r})", file=sys.stderr)
+print(p, f, s)
 PY
-    py=$?
-    [ $status -eq 0 ] && [ $py -eq 0 ]
+)
+  read -r p f s <<<"$line"
+  passed=$((passed + p)) failed=$((failed + f)) skipped=$((skipped + s))
+}
+
+# suite DIR LABEL MESON-TEST-ARGS...: runs meson test, prints its time, counts its results.
+suite() {
+  local dir=$1 label=$2
+  shift 2
+  local start=$(date +%s)
+  meson test -C "$dir" --print-errorlogs --no-rebuild "$@" >"$dir/test-output.txt" 2>&1 || true
+  grep -E '^ *[0-9]+/[0-9]+ ' "$dir/test-output.txt" | sed 's/^/  /' || true
+  echo "== $label: $(( $(date +%s) - start )) s"
+  count "$dir"
+}
+
+case "$what" in
+  bench)
+    build "$prefix"
+    exec "$prefix/cli/ringreduce" bench "$@"
+    ;;
+  test)
+    parts=("$@")
+    [ ${#parts[@]} -gt 0 ] || parts=(plain asan tsan fuzz)
+    for part in "${parts[@]}"; do
+      case $part in
+        plain)
+          build "$prefix" || continue
+          suite "$prefix" "plain suite (unit, integration, install, faults)" --no-suite soak
+          ;;
+        asan)
+          build "$prefix-asan" -Db_sanitize=address,undefined -Db_lundef=false \
+            -Dcpp_args=-fno-sanitize-recover=all -Dc_args=-fno-sanitize-recover=all || continue
+          export RR_TEST_QUICK=1
+          suite "$prefix-asan" "ASan+UBSan suite (quick) and soak" \
+            --suite unit --suite integration --suite faults --suite soak
+          unset RR_TEST_QUICK
+          ;;
+        tsan)
+          build "$prefix-tsan" -Db_sanitize=thread -Db_lundef=false || continue
+          export RR_TEST_QUICK=1 TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1"
+          suite "$prefix-tsan" "TSan suite (quick)" --suite unit --suite integration --suite faults
+          unset RR_TEST_QUICK TSAN_OPTIONS
+          ;;
+        fuzz)
+          export CC=clang CXX=clang++
+          build "$prefix-fuzz" -Dfuzz=true -Dtests=false -Dcuda=disabled || { unset CC CXX; continue; }
+          unset CC CXX
+          for target in handshake link; do
+            corpus=$(mktemp -d)
+            cp fuzz/corpus/$target/* "$corpus/"
+            start=$(date +%s)
+            if "$prefix-fuzz/fuzz/fuzz_$target" -max_total_time="${FUZZ_SECONDS:-60}" -timeout=10 \
+                 -rss_limit_mb=2048 "$corpus" >"$prefix-fuzz/fuzz_$target.log" 2>&1; then
+              passed=$((passed + 1))
+              echo "  fuzz_$target: $(grep -o 'Done [0-9]* runs' "$prefix-fuzz/fuzz_$target.log" | tail -1), no crash"
+            else
+              failed=$((failed + 1))
+              echo "  FAILED: fuzz_$target"; tail -40 "$prefix-fuzz/fuzz_$target.log"
+            fi
+            echo "== fuzz_$target: $(( $(date +%s) - start )) s"
+            rm -rf "$corpus"
+          done
+          ;;
+        *)
+          echo "unknown test part '$part' (plain, asan, tsan, fuzz)" >&2
+          exit 2
+          ;;
+      esac
+    done
+    echo "$passed passed, $failed failed$([ $skipped -gt 0 ] && echo ", $skipped skipped")"
+    [ $failed -eq 0 ]
     ;;
   *)
-    echo "usage: $0 bench [ARGS...] | test" >&2
+    echo "usage: $0 bench [ARGS...] | test [plain|asan|tsan|fuzz]..." >&2
     exit 2
     ;;
 esac

@@ -15,24 +15,14 @@
 #include "kernels/dtype.h"
 #include "kernels/reduce.h"
 #include "ringreduce/ringreduce.h"
+#include "test/test_values.h"
 
 namespace {
 
 int rank = 0, nranks = 1;
 
-// Small integers in every dtype: sums of up to 8 ranks stay exact even in bf16 and int8.
 void fill(uint8_t* p, size_t count, rr_dtype_t dtype, int r, uint64_t seed) {
-  const size_t es = rr::dtypeSize(dtype);
-  for (size_t i = 0; i < count; ++i) {
-    const int v = static_cast<int>((seed * 31 + i * 7 + static_cast<size_t>(r) * 13) % 7) - 2;
-    switch (dtype) {
-      case RR_FLOAT32: { float f = static_cast<float>(v); std::memcpy(p + i * 4, &f, 4); break; }
-      case RR_FLOAT64: { double d = v; std::memcpy(p + i * 8, &d, 8); break; }
-      case RR_FLOAT16: { uint16_t h = rr::floatToFp16(static_cast<float>(v)); std::memcpy(p + i * 2, &h, 2); break; }
-      case RR_BFLOAT16: { uint16_t h = rr::floatToBf16(static_cast<float>(v)); std::memcpy(p + i * 2, &h, 2); break; }
-      default: { int64_t x = v; std::memcpy(p + i * es, &x, es); }  // little-endian truncation
-    }
-  }
+  rr::test::fillSmall(p, count, dtype, r, seed);
 }
 
 struct Op {
@@ -60,13 +50,7 @@ void expect(Op& o, uint64_t seed) {
     return;
   }
   const size_t total = o.kind == 0 ? o.count : o.count * n;
-  std::vector<uint8_t> acc(total * es + 1), other(total * es + 1);
-  fill(acc.data(), total, o.dtype, 0, seed);
-  for (int r = 1; r < nranks; ++r) {
-    fill(other.data(), total, o.dtype, r, seed);
-    rr::reduceReference(acc.data(), acc.data(), other.data(), total, o.dtype, o.op);
-  }
-  if (o.op == RR_AVG) rr::finalizeAvg(acc.data(), total, o.dtype, nranks);
+  const std::vector<uint8_t> acc = rr::test::reducedSmall(total, o.dtype, o.op, nranks, seed);
   const size_t offset = o.kind == 3 ? static_cast<size_t>(rank) * o.count * es : 0;
   o.want.assign(acc.begin() + static_cast<long>(offset), acc.begin() + static_cast<long>(offset + o.count * es));
 }
