@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "kernels/dtype.h"
+#include "kernels/half.h"
 #include "kernels/reduce.h"
 
 namespace rr::cli {

@@ -5,6 +5,7 @@
 #include <type_traits>
 
 #include "kernels/dtype.h"
+#include "kernels/half.h"
 #include "kernels/reduce.h"
 
 namespace rr {

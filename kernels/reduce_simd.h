@@ -16,6 +16,7 @@
 #endif
 
 #include "kernels/dtype.h"
+#include "kernels/half.h"
 
 #ifndef RR_ISA
 #error "define RR_ISA before including reduce_simd.h"

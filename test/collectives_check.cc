@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "kernels/dtype.h"
+#include "kernels/half.h"
 #include "kernels/reduce.h"
 #include "ringreduce/ringreduce.h"
 

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "kernels/dtype.h"
+#include "kernels/half.h"
 #include "kernels/reduce.h"
 
 namespace rr::test {
