@@ -98,7 +98,7 @@ std::vector<Fd> gatherRanks(const Config& c, int listenFd, std::vector<Endpoint>
       if (!conns[r]) missing += (missing.empty() ? "" : ", ") + std::to_string(r);
     fail(stats.rejected > 0 ? RR_ERR_AUTH : RR_ERR_TIMEOUT,
          "rendezvous at {}: ranks {} did not join within {} ms ({} connections rejected{}{})",
-         c.addr, missing, c.timeoutMs, stats.rejected, stats.rejected ? ", last: " : "",
+         c.addr, missing, c.connectTimeoutMs, stats.rejected, stats.rejected ? ", last: " : "",
          stats.last);
   }
   return conns;
@@ -136,7 +136,7 @@ std::vector<Fd> acceptLeft(const Config& c, int listenFd, int left, Deadline dea
     fail(stats.rejected > 0 ? RR_ERR_AUTH : RR_ERR_TIMEOUT,
          "rank {}: left neighbour rank {} connected {} of {} sockets within {} ms ({} "
          "connections rejected{}{})",
-         c.rank, left, have, c.socketsPerLink, c.timeoutMs, stats.rejected,
+         c.rank, left, have, c.socketsPerLink, c.connectTimeoutMs, stats.rejected,
          stats.rejected ? ", last: " : "", stats.last);
   return socks;
 }
@@ -146,7 +146,7 @@ std::vector<Fd> acceptLeft(const Config& c, int listenFd, int left, Deadline dea
 RingSockets connectRing(const Config& c, spdlog::logger& log) {
   RingSockets ring;
   if (c.size == 1) return ring;
-  const Deadline deadline = deadlineIn(c.timeoutMs);
+  const Deadline deadline = deadlineIn(c.connectTimeoutMs);
   const JobIdentity job = jobOf(c);
   std::vector<Endpoint> table(c.size);
   Fd dataListener;

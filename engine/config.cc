@@ -105,6 +105,9 @@ Config Config::load(const rr_config_t* o) {
     c.timeoutMs = static_cast<int>(parseInt("RR_TIMEOUT_MS", t, 1, 1 << 30));
   if (c.timeoutMs < 1)
     fail(RR_ERR_INVALID_ARGUMENT, "timeout_ms {} must be positive", c.timeoutMs);
+  c.connectTimeoutMs = c.timeoutMs;
+  if (const char* t = env("RR_CONNECT_TIMEOUT_MS"))
+    c.connectTimeoutMs = static_cast<int>(parseInt("RR_CONNECT_TIMEOUT_MS", t, 1, 1 << 30));
 
   if (o != nullptr && o->ifname != nullptr)
     c.ifname = o->ifname;
@@ -130,11 +133,12 @@ Config Config::load(const rr_config_t* o) {
 
 std::string Config::describe() const {
   return fmt::format(
-      "rank {} of {} ({}), RR_ADDR={}, RR_SECRET {}, RR_TIMEOUT_MS={}, RR_SOCKET_IFNAME={}, "
+      "rank {} of {} ({}), RR_ADDR={}, RR_SECRET {}, RR_TIMEOUT_MS={}, RR_CONNECT_TIMEOUT_MS={}, "
+      "RR_SOCKET_IFNAME={}, "
       "RR_SOCKETS_PER_LINK={}, RR_SEGMENT_BYTES={}, RR_FUSION_BYTES={}, RR_STALL_WARN_S={}, "
       "RR_TIMELINE={}, RR_LOG_LEVEL={}",
       rank, size, rankSource, addr.empty() ? "(none)" : addr, secret.empty() ? "unset" : "set",
-      timeoutMs, ifname.empty() ? "(route to rank 0)" : ifname, socketsPerLink, segmentBytes,
+      timeoutMs, connectTimeoutMs, ifname.empty() ? "(route to rank 0)" : ifname, socketsPerLink, segmentBytes,
       fusionBytes, stallWarnS, timeline.empty() ? "(off)" : timeline, logLevel);
 }
 

@@ -8,7 +8,9 @@
 //                           MASTER_ADDR:MASTER_PORT (torchrun)
 //   RR_SECRET               job secret for the HMAC handshake (empty: a warning)
 //   RR_JOB_ID               job id checked in every handshake (default: hash of RR_ADDR)
-//   RR_TIMEOUT_MS           no-progress deadline of a collective and of rendezvous (300000)
+//   RR_TIMEOUT_MS           no-progress deadline of a collective (300000)
+//   RR_CONNECT_TIMEOUT_MS   deadline of rendezvous and ring connection, retries included
+//                           (default: RR_TIMEOUT_MS)
 //   RR_SOCKET_IFNAME        interface selection, NCCL syntax (default: the route to rank 0)
 //   RR_SOCKETS_PER_LINK     TCP sockets per ring link (default 2)
 //   RR_SEGMENT_BYTES        pipelined segment size (default 1 MiB)
@@ -36,6 +38,7 @@ struct Config {
   std::string secret;
   uint64_t jobId = 0;
   int timeoutMs = 300000;
+  int connectTimeoutMs = 300000;
   std::string ifname;
   int socketsPerLink = 2;
   size_t segmentBytes = 1 << 20;

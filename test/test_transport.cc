@@ -125,3 +125,29 @@ TEST_CASE("a TCP link moves striped messages and rejects a frame of the wrong le
   }
   REQUIRE(threw);
 }
+
+TEST_CASE("a TCP link rejects a frame of an unknown type") {
+  rr::Fd ep(::epoll_create1(0));
+  auto listener = rr::listenOn(rr::makeAddr("127.0.0.1", 0), 4);
+  std::vector<rr::Fd> client, server;
+  client.push_back(rr::connectTo(rr::localAddr(listener.get()), rr::deadlineIn(2000), "test"));
+  server.push_back(rr::acceptUntil(listener.get(), rr::deadlineIn(2000)));
+  uint8_t frame[16 + 8] = {};
+  frame[0] = 99;  // type 99, length 8
+  frame[8] = 8;
+  rr::sendAll(client[0].get(), frame, sizeof frame, rr::deadlineIn(2000), "receiver");
+  rr::TcpLink receiver(std::move(server), ep.get(), 0, "sender");
+  std::vector<uint8_t> got(8);
+  receiver.postRecv(got.data(), got.size(), rr::FrameType::kData);
+  bool threw = false;
+  for (int i = 0; i < 100000 && !threw; ++i) {
+    try {
+      receiver.progress();
+    } catch (const rr::Error& e) {
+      threw = true;
+      REQUIRE(e.code() == RR_ERR_SYSTEM);
+      REQUIRE(std::string(e.what()).find("(type 99)") != std::string::npos);
+    }
+  }
+  REQUIRE(threw);
+}
