@@ -88,6 +88,8 @@ std::vector<Fd> gatherRanks(const Config& c, int listenFd, std::vector<Endpoint>
   cb.release = [&](const Hello& h) { claimed[h.rank] = false; };
   cb.done = [&] { return joined == c.size; };
   cb.full = [&](const Hello& h) {
+    if (h.size != c.size)  // the more useful reason comes first
+      return fmt::format("rank {} has size {}, rank 0 has size {}", h.rank, h.size, c.size);
     return fmt::format("all {} ranks have already joined; rank {} came too late (started twice?)",
                        c.size, h.rank);
   };
