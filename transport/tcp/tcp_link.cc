@@ -185,10 +185,8 @@ void TcpLink::peekIdle(Socket& s) {
   uint8_t header[kHeader];
   ssize_t got = ::recv(s.fd.get(), header, kHeader, MSG_PEEK | MSG_DONTWAIT);
   s.readable = false;
-  if (got == 0 || (got < 0 && errno == ECONNRESET)) {
-    s.peerClosed = true;  // fatal only if this socket is needed again
-    return;
-  }
+  // A close seen here is not an error yet: the next send or receive on this socket reports
+  // it, and only if the socket is needed again.
   if (got == static_cast<ssize_t>(kHeader) &&
       wire::get32(header) == static_cast<uint32_t>(FrameType::kAbort)) {
     ::recv(s.fd.get(), header, kHeader, MSG_DONTWAIT);

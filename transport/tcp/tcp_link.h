@@ -58,7 +58,6 @@ class TcpLink final : public Link {
     uint64_t sendHead = 0, sendTail = 0;  // queue of stripes: [head, tail)
     uint64_t recvHead = 0, recvTail = 0;
     bool readable = true;   // set by epoll; a peek is due
-    bool peerClosed = false;
   };
   struct Direction {
     uint64_t posted = 0;
