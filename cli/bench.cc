@@ -1,5 +1,6 @@
 // `ringreduce bench`; see bench.h.
 #include "cli/bench.h"
+#include "cli/device_buffers.h"
 
 #include <chrono>
 #include <cstdio>
@@ -133,6 +134,22 @@ int runBench(const BenchOptions& o) {
   const Shape biggest = shapeOf(o.collective, o.maxBytes / es, n);
   Buffer send = allocate(biggest.sendCount * es);
   Buffer recv = allocate(std::max(biggest.recvCount, biggest.sendCount) * es);
+  // --device: the collective runs on GPU buffers; inputs and results go through host copies.
+  uint8_t* gpuSend = nullptr;
+  uint8_t* gpuRecv = nullptr;
+  int gpu = -1;
+  if (o.device) {
+    try {
+      gpu = pickDevice();
+      gpuSend = static_cast<uint8_t*>(deviceAlloc(biggest.sendCount * es, gpu));
+      gpuRecv = static_cast<uint8_t*>(deviceAlloc(std::max(biggest.recvCount, biggest.sendCount) * es, gpu));
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "ringreduce bench: --device on rank %d: %s\n", rank, e.what());
+      std::exit(1);
+    }
+  }
+  uint8_t* sendBuf = o.device ? gpuSend : send.get();
+  uint8_t* recvBuf = o.device ? gpuRecv : recv.get();
   Buffer want, tmp;
   if (o.check) {
     want = allocate(std::max(biggest.recvCount, biggest.sendCount) * es);
@@ -141,9 +158,11 @@ int runBench(const BenchOptions& o) {
   const bool reduces = o.collective == "allreduce" || o.collective == "reduce_scatter";
   const bool table = o.format == "table";
   if (rank == 0 && table) {
-    std::printf("# ringreduce bench: %s, %d ranks, dtype %s, op %s, iters %d, warmup %d, check %s, reducer %s\n",
+    std::printf("# ringreduce bench: %s, %d ranks, dtype %s, op %s, iters %d, warmup %d, check %s, buffers %s\n",
                 o.collective.c_str(), n, dtypeName(o.dtype), reduces ? opName(o.op) : "none",
-                o.iters, o.warmup, o.check ? "on" : "off", isaName(bestIsa()));
+                o.iters, o.warmup, o.check ? "on" : "off",
+                o.device ? fmt::format("GPU {} ({}, CUDA kernels)", gpu, deviceName(gpu)).c_str()
+                         : fmt::format("host (reducer {})", isaName(bestIsa())).c_str());
     std::printf("#\n#%12s %14s %8s %6s %6s %10s %8s %8s %7s\n", "size", "count", "type", "redop",
                 "root", "time", "algbw", "busbw", "#wrong");
     std::printf("#%12s %14s %8s %6s %6s %10s %8s %8s %7s\n", "(B)", "(elements)", "", "", "",
@@ -162,18 +181,28 @@ int runBench(const BenchOptions& o) {
     if (o.check) {
       fill(send.get(), s.sendCount, o.dtype, rank, o.op);
       if (o.collective == "broadcast") fill(recv.get(), s.recvCount, o.dtype, rank, o.op);
-      if (rr_result_t rc = call(comm, o, s, send.get(), recv.get()); rc != RR_SUCCESS) die(o.collective.c_str(), rc);
+      try {
+        if (o.device) {
+          copyToDevice(gpuSend, send.get(), s.sendCount * es);
+          copyToDevice(gpuRecv, recv.get(), std::max(s.sendCount, s.recvCount) * es);
+        }
+        if (rr_result_t rc = call(comm, o, s, sendBuf, recvBuf); rc != RR_SUCCESS) die(o.collective.c_str(), rc);
+        if (o.device) copyToHost(recv.get(), gpuRecv, s.recvCount * es);
+      } catch (const std::runtime_error& e) {
+        std::fprintf(stderr, "ringreduce bench: --device on rank %d: %s\n", rank, e.what());
+        std::exit(1);
+      }
       expected(o, s, rank, n, want.get(), tmp.get());
       wrong = countWrong(recv.get(), want.get(), s.recvCount, es);
       if (rr_result_t rc = rr_allreduce(comm, &wrong, &wrong, 1, RR_UINT64, RR_SUM, nullptr); rc != RR_SUCCESS) die("check", rc);
       totalWrong += wrong;
     }
     for (int i = 0; i < o.warmup; ++i)
-      if (rr_result_t rc = call(comm, o, s, send.get(), recv.get()); rc != RR_SUCCESS) die(o.collective.c_str(), rc);
+      if (rr_result_t rc = call(comm, o, s, sendBuf, recvBuf); rc != RR_SUCCESS) die(o.collective.c_str(), rc);
     if (rr_result_t rc = rr_barrier(comm); rc != RR_SUCCESS) die("rr_barrier", rc);
     auto t0 = std::chrono::steady_clock::now();
     for (int i = 0; i < o.iters; ++i)
-      if (rr_result_t rc = call(comm, o, s, send.get(), recv.get()); rc != RR_SUCCESS) die(o.collective.c_str(), rc);
+      if (rr_result_t rc = call(comm, o, s, sendBuf, recvBuf); rc != RR_SUCCESS) die(o.collective.c_str(), rc);
     double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() /
                 std::max(1, o.iters);
     if (rr_result_t rc = rr_allreduce(comm, &us, &us, 1, RR_FLOAT64, RR_MAX, nullptr); rc != RR_SUCCESS) die("timing", rc);
@@ -202,12 +231,16 @@ int runBench(const BenchOptions& o) {
     } else {
       nlohmann::json doc = {{"collective", o.collective}, {"ranks", n}, {"dtype", dtypeName(o.dtype)},
                             {"op", reduces ? opName(o.op) : "none"}, {"iters", o.iters},
-                            {"warmup", o.warmup}, {"check", o.check}, {"results", results},
+                            {"warmup", o.warmup}, {"check", o.check}, {"device_buffers", o.device}, {"results", results},
                             {"wrong", totalWrong}, {"avg_busbw_gbs", avg}};
       std::printf("%s\n", doc.dump(2).c_str());
     }
   }
   rr_comm_destroy(comm);
+  if (o.device) {
+    deviceFree(gpuSend);
+    deviceFree(gpuRecv);
+  }
   return totalWrong == 0 ? 0 : 1;
 }
 

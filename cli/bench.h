@@ -24,6 +24,7 @@ struct BenchOptions {
   std::string collective = "allreduce";
   std::string format = "table";
   int root = 0;
+  bool device = false;  // buffers in GPU memory (the GPU of the rank's local rank)
 };
 
 // Runs as one rank of a job (the launcher gave it a rank). Returns the exit status.

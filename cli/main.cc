@@ -96,6 +96,9 @@ int main(int argc, char** argv) {
   b->add_option("-r,--root", bench.root, "broadcast root")->capture_default_str();
   b->add_option("--collective", bench.collective, "allreduce, broadcast, allgather, reduce_scatter")
       ->capture_default_str()->check(CLI::IsMember({"allreduce", "broadcast", "allgather", "reduce_scatter"}));
+  b->add_flag("--device", bench.device,
+              "buffers in GPU memory (GPU = local rank modulo the GPU count); results are "
+              "checked after copying them back");
   b->add_option("--format", bench.format, "table or json")->capture_default_str()->check(CLI::IsMember({"table", "json"}));
 
   app.add_subcommand("run", "start N ranks of a program on this host: run -n N [--] PROGRAM ARGS...");

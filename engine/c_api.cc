@@ -7,6 +7,7 @@
 
 #include "engine/communicator.h"
 #include "engine/request.h"
+#include "kernels/device.h"
 #include "ringreduce/ringreduce.h"
 #include "transport/error.h"
 
@@ -30,6 +31,9 @@ rr_result_t guarded(F&& body) {
   } catch (const rr::Error& e) {
     lastError = e.what();
     return e.code();
+  } catch (const rr::DeviceError& e) {
+    lastError = e.what();
+    return RR_ERR_CUDA;
   } catch (const std::bad_alloc&) {
     lastError = "out of memory";
     return RR_ERR_SYSTEM;
@@ -55,12 +59,6 @@ int rawValue(const Enum& e) {
   int v = 0;
   std::memcpy(&v, &e, sizeof v);
   return v;
-}
-
-void checkStream(void* stream, const char* call) {
-  if (stream != nullptr)
-    rr::fail(RR_ERR_UNSUPPORTED,
-             "{}: stream must be NULL; device buffers are not supported by this build yet", call);
 }
 
 // Waits for a submitted collective and turns its result into this call's result.
@@ -152,8 +150,7 @@ rr_result_t rr_allreduce(rr_comm_t comm, const void* send, void* recv, size_t co
   return guarded([&] {
     auto& c = commOf(comm, "rr_allreduce");
     rr::checkDtypeOp(rawValue(dtype), rawValue(op), true);
-    checkStream(stream, "rr_allreduce");
-    waitFor(c.submit(rr::Collective::kAllReduce, send, recv, count, dtype, op, 0));
+    waitFor(c.submit(rr::Collective::kAllReduce, send, recv, count, dtype, op, 0, stream));
   });
 }
 
@@ -162,8 +159,7 @@ rr_result_t rr_broadcast(rr_comm_t comm, void* buf, size_t count, rr_dtype_t dty
   return guarded([&] {
     auto& c = commOf(comm, "rr_broadcast");
     rr::checkDtypeOp(rawValue(dtype), 0, false);
-    checkStream(stream, "rr_broadcast");
-    waitFor(c.submit(rr::Collective::kBroadcast, buf, buf, count, dtype, RR_SUM, root));
+    waitFor(c.submit(rr::Collective::kBroadcast, buf, buf, count, dtype, RR_SUM, root, stream));
   });
 }
 
@@ -172,8 +168,7 @@ rr_result_t rr_allgather(rr_comm_t comm, const void* send, void* recv, size_t co
   return guarded([&] {
     auto& c = commOf(comm, "rr_allgather");
     rr::checkDtypeOp(rawValue(dtype), 0, false);
-    checkStream(stream, "rr_allgather");
-    waitFor(c.submit(rr::Collective::kAllGather, send, recv, count_per_rank, dtype, RR_SUM, 0));
+    waitFor(c.submit(rr::Collective::kAllGather, send, recv, count_per_rank, dtype, RR_SUM, 0, stream));
   });
 }
 
@@ -182,8 +177,7 @@ rr_result_t rr_reduce_scatter(rr_comm_t comm, const void* send, void* recv,
   return guarded([&] {
     auto& c = commOf(comm, "rr_reduce_scatter");
     rr::checkDtypeOp(rawValue(dtype), rawValue(op), true);
-    checkStream(stream, "rr_reduce_scatter");
-    waitFor(c.submit(rr::Collective::kReduceScatter, send, recv, count_per_rank, dtype, op, 0));
+    waitFor(c.submit(rr::Collective::kReduceScatter, send, recv, count_per_rank, dtype, op, 0, stream));
   });
 }
 
@@ -209,8 +203,7 @@ rr_result_t rr_allreduce_async(rr_comm_t comm, const void* send, void* recv, siz
     checkReqOut(req, "rr_allreduce_async");
     auto& c = commOf(comm, "rr_allreduce_async");
     rr::checkDtypeOp(rawValue(dtype), rawValue(op), true);
-    checkStream(stream, "rr_allreduce_async");
-    handOut(c.submit(rr::Collective::kAllReduce, send, recv, count, dtype, op, 0), req,
+    handOut(c.submit(rr::Collective::kAllReduce, send, recv, count, dtype, op, 0, stream), req,
             "rr_allreduce_async");
   });
 }
@@ -221,8 +214,7 @@ rr_result_t rr_broadcast_async(rr_comm_t comm, void* buf, size_t count, rr_dtype
     checkReqOut(req, "rr_broadcast_async");
     auto& c = commOf(comm, "rr_broadcast_async");
     rr::checkDtypeOp(rawValue(dtype), 0, false);
-    checkStream(stream, "rr_broadcast_async");
-    handOut(c.submit(rr::Collective::kBroadcast, buf, buf, count, dtype, RR_SUM, root), req,
+    handOut(c.submit(rr::Collective::kBroadcast, buf, buf, count, dtype, RR_SUM, root, stream), req,
             "rr_broadcast_async");
   });
 }
@@ -234,8 +226,7 @@ rr_result_t rr_allgather_async(rr_comm_t comm, const void* send, void* recv,
     checkReqOut(req, "rr_allgather_async");
     auto& c = commOf(comm, "rr_allgather_async");
     rr::checkDtypeOp(rawValue(dtype), 0, false);
-    checkStream(stream, "rr_allgather_async");
-    handOut(c.submit(rr::Collective::kAllGather, send, recv, count_per_rank, dtype, RR_SUM, 0),
+    handOut(c.submit(rr::Collective::kAllGather, send, recv, count_per_rank, dtype, RR_SUM, 0, stream),
             req, "rr_allgather_async");
   });
 }
@@ -247,8 +238,7 @@ rr_result_t rr_reduce_scatter_async(rr_comm_t comm, const void* send, void* recv
     checkReqOut(req, "rr_reduce_scatter_async");
     auto& c = commOf(comm, "rr_reduce_scatter_async");
     rr::checkDtypeOp(rawValue(dtype), rawValue(op), true);
-    checkStream(stream, "rr_reduce_scatter_async");
-    handOut(c.submit(rr::Collective::kReduceScatter, send, recv, count_per_rank, dtype, op, 0),
+    handOut(c.submit(rr::Collective::kReduceScatter, send, recv, count_per_rank, dtype, op, 0, stream),
             req, "rr_reduce_scatter_async");
   });
 }

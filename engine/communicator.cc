@@ -9,6 +9,8 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <thread>
+#include <utility>
 
 #include "engine/bootstrap.h"
 #include "engine/op_header.h"
@@ -16,6 +18,7 @@
 #include "engine/stall_monitor.h"
 #include "engine/timeline.h"
 #include "engine/waker.h"
+#include "kernels/device.h"
 #include "kernels/dtype.h"
 #include "transport/error.h"
 #include "transport/tcp/tcp_link.h"
@@ -43,6 +46,10 @@ size_t checkedBytes(size_t count, size_t factor, size_t elemSize, const char* wh
     fail(RR_ERR_INVALID_ARGUMENT, "{}: count {} x {} elements of {} bytes overflows", what, count,
          factor, elemSize);
   return bytes;
+}
+
+std::string where(int device) {
+  return device < 0 ? std::string("host memory") : fmt::format("memory of GPU {}", device);
 }
 
 GroupHeader headerFor(const std::vector<std::shared_ptr<Request>>& ops, size_t count) {
@@ -86,6 +93,7 @@ Communicator::~Communicator() {
   if (left_) left_->shutdown();
   if (right_) right_->shutdown();
   engine_.reset();
+  device_.reset();
   waker_.reset();
   left_.reset();
   right_.reset();
@@ -137,7 +145,7 @@ std::shared_ptr<Request> Communicator::submitBarrier() {
 
 std::shared_ptr<Request> Communicator::submit(Collective kind, const void* send, void* recv,
                                               size_t count, rr_dtype_t dtype, rr_op_t op,
-                                              int root) {
+                                              int root, void* stream) {
   const char* name = collectiveName(kind);
   if (auto e = stickyError()) throw Error(e->first, e->second);
   const bool reduces = kind == Collective::kAllReduce || kind == Collective::kReduceScatter;
@@ -169,6 +177,37 @@ std::shared_ptr<Request> Communicator::submit(Collective kind, const void* send,
          "recv == send + rank * count)",
          name, config_.rank);
 
+  // Where the buffers are: both host memory, or both memory of this communicator's GPU.
+  int device = -1;
+  if (config_.fakeDevice) {
+    if (stream != nullptr)
+      fail(RR_ERR_INVALID_ARGUMENT, "{} on rank {}: RR_TEST_FAKE_DEVICE=1 takes no stream", name,
+           config_.rank);
+    device = 0;
+  } else if (count > 0) {
+    const int sendDevice = pointerDevice(send);
+    const int recvDevice = pointerDevice(recv);
+    if (sendDevice != recvDevice)
+      fail(RR_ERR_INVALID_ARGUMENT,
+           "{} on rank {}: the send buffer is {} and the receive buffer is {}; both must be "
+           "host memory or both memory of the same GPU",
+           name, config_.rank, where(sendDevice), where(recvDevice));
+    device = sendDevice;
+  }
+  if (device >= 0) {
+    int bound = -1;
+    if (!boundDevice_.compare_exchange_strong(bound, device) && bound != device)
+      fail(RR_ERR_INVALID_ARGUMENT,
+           "{} on rank {}: the buffers are memory of GPU {}, but this communicator works on "
+           "GPU {} (create one communicator per GPU)",
+           name, config_.rank, device, bound);
+  }
+  if (stream != nullptr && !cudaBuilt())
+    fail(RR_ERR_UNSUPPORTED,
+         "{} on rank {}: a CUDA stream was given, but this build of ringreduce has no CUDA "
+         "support (stream must be NULL)",
+         name, config_.rank);
+
   auto request = std::make_shared<Request>();
   request->desc = OpDesc{0, kind, dtype, reduces ? op : RR_SUM,
                          kind == Collective::kBroadcast ? root : 0, count};
@@ -176,11 +215,79 @@ std::shared_ptr<Request> Communicator::submit(Collective kind, const void* send,
   request->recv = recv;
   request->bytes = kind == Collective::kReduceScatter ? recvBytes : sendBytes;
   request->submitted = Clock::now();
-  if (!queue_.push(request))
-    fail(RR_ERR_INVALID_ARGUMENT, "{} on rank {}: the communicator is being destroyed", name,
-         config_.rank);
+  request->device = device;
+  if (stream != nullptr || (device >= 0 && !config_.fakeDevice)) orderOnStream(request, stream, device);
+  if (!queue_.push(request)) {
+    const std::string message =
+        fmt::format("{} on rank {}: the communicator is being destroyed", name, config_.rank);
+    request->complete(RR_ERR_INVALID_ARGUMENT, message);  // releases a held stream
+    throw Error(RR_ERR_INVALID_ARGUMENT, message);
+  }
   if (timeline_) timeline_->submitted(*request);
   return request;
+}
+
+void Communicator::orderOnStream(const std::shared_ptr<Request>& request, void* stream,
+                                 int device) {
+  try {
+    request->startEvent = captureStream(stream, device);
+    // The stream waits in a host function until the request completes (with or without an
+    // error); it holds its own reference to the request.
+    auto* held = new std::shared_ptr<Request>(request);
+    try {
+      holdStream(stream, device, [](void* arg) {
+        auto* r = static_cast<std::shared_ptr<Request>*>(arg);
+        (*r)->wait();
+        delete r;
+      }, held);
+    } catch (...) {
+      delete held;
+      throw;
+    }
+  } catch (const DeviceError& e) {
+    fail(RR_ERR_CUDA, "{} on rank {}: {}", collectiveName(request->desc.kind), config_.rank,
+         e.what());
+  }
+}
+
+Device* Communicator::prepare(Request& r) {
+  Device* device = nullptr;
+  if (r.device >= 0) {
+    if (!device_) device_ = config_.fakeDevice ? openFakeDevice() : openCudaDevice(r.device);
+    device = device_.get();
+    device->makeCurrent();
+  }
+  void* event = std::exchange(r.startEvent, nullptr);
+  if (event == nullptr) return device;
+  if (device != nullptr) {  // the engine's stream waits for it; the host does not
+    device->waitEvent(event);
+    return device;
+  }
+  // Host buffers written by work on the caller's stream: wait here until it is done.
+  struct Release {
+    void* e;
+    ~Release() { releaseEvent(e); }
+  } release{event};
+  const Clock::time_point until = Clock::now() + std::chrono::milliseconds(config_.timeoutMs);
+  while (!eventDone(event)) {
+    if (aborted_) fail(RR_ERR_ABORTED, "rank {}: rr_comm_abort was called", config_.rank);
+    if (Clock::now() >= until)
+      fail(RR_ERR_TIMEOUT, "{} on rank {}: the work queued on its stream before it did not finish within {} ms",
+           describeOp(r.desc), config_.rank, config_.timeoutMs);
+    std::this_thread::sleep_for(std::chrono::microseconds(100));
+  }
+  return device;
+}
+
+void Communicator::waitDevice(Device& device, uint64_t ticket, const Request& r) {
+  const Clock::time_point until = Clock::now() + std::chrono::milliseconds(config_.timeoutMs);
+  while (!device.finished(ticket)) {
+    if (aborted_) fail(RR_ERR_ABORTED, "rank {}: rr_comm_abort was called", config_.rank);
+    if (Clock::now() >= until)
+      fail(RR_ERR_TIMEOUT, "{} on rank {}: a copy on {} did not finish within {} ms",
+           describeOp(r.desc), config_.rank, device.describe(), config_.timeoutMs);
+    std::this_thread::yield();
+  }
 }
 
 void Communicator::abort() {
@@ -223,6 +330,10 @@ void Communicator::progressLoop() {
       if (e.code() == RR_ERR_ABORTED) abortSent = true;
       const auto first = stickyError();  // the first error wins, an abort included
       for (auto& r : inFlight_) r->complete(first->first, first->second);
+    } catch (const DeviceError& e) {
+      poison(Error(RR_ERR_CUDA, fmt::format("rank {}: {}", config_.rank, e.what())), front->desc.seq);
+      const auto first = stickyError();
+      for (auto& r : inFlight_) r->complete(first->first, first->second);
     } catch (const std::exception& e) {
       const Error internal(RR_ERR_INTERNAL, std::string("internal error: ") + e.what());
       poison(internal, front->desc.seq);
@@ -239,7 +350,7 @@ void Communicator::runNext(const std::shared_ptr<Request>& front) {
   currentSince_ = waitStart;
   if (config_.size == 1) {
     auto ops = inFlight_ = queue_.pop(1);
-    runLocal(*ops[0]);
+    runLocal(*ops[0], prepare(*ops[0]));
     if (timeline_) timeline_->completed(*ops[0], ops);
     ops[0]->complete(RR_SUCCESS, "");
     return;
@@ -294,10 +405,11 @@ size_t Communicator::agreeOnFusion(const std::shared_ptr<Request>& front, size_t
 
 void Communicator::runPass(const std::vector<std::shared_ptr<Request>>& ops,
                            const GroupHeader& h, Clock::time_point waitStart) {
-  const Request& first = *ops.front();
+  Request& first = *ops.front();
   const size_t es = dtypeSize(h.dtype);
   const size_t n = static_cast<size_t>(config_.size);
   const bool fused = ops.size() > 1;
+  Device* device = fused ? nullptr : prepare(first);  // fused buckets are plain host memory
   const void* send = first.send;
   void* recv = first.recv;
   size_t count = first.desc.count;
@@ -312,8 +424,11 @@ void Communicator::runPass(const std::vector<std::shared_ptr<Request>>& ops,
   } else if (h.kind == Collective::kAllGather && count > 0 &&
              static_cast<const uint8_t*>(send) !=
                  static_cast<uint8_t*>(recv) + static_cast<size_t>(config_.rank) * first.bytes) {
-    std::memcpy(static_cast<uint8_t*>(recv) + static_cast<size_t>(config_.rank) * first.bytes,
-                send, first.bytes);
+    uint8_t* mine = static_cast<uint8_t*>(recv) + static_cast<size_t>(config_.rank) * first.bytes;
+    if (device != nullptr)
+      waitDevice(*device, device->copy(mine, send, first.bytes), first);
+    else
+      std::memcpy(mine, send, first.bytes);
   }
 
   ScheduleParams params;
@@ -334,7 +449,7 @@ void Communicator::runPass(const std::vector<std::shared_ptr<Request>>& ops,
                                              engine_->segmentBytes());
   params.segElems = std::max<size_t>(1, segBytes / es);
 
-  PassTimes times = engine_->run(RingSchedule(params), h, send, recv);
+  PassTimes times = engine_->run(RingSchedule(params), h, send, recv, device);
   times.start = waitStart;
   if (fused) {
     size_t offset = 0;
@@ -350,10 +465,13 @@ void Communicator::runPass(const std::vector<std::shared_ptr<Request>>& ops,
   }
 }
 
-void Communicator::runLocal(const Request& r) {
+void Communicator::runLocal(const Request& r, Device* device) {
   // One rank: every reduction is a copy (AVG divides by one).
   if (r.desc.count == 0 || r.send == r.recv || r.desc.kind == Collective::kBroadcast) return;
-  std::memmove(r.recv, r.send, r.bytes);
+  if (device != nullptr)
+    waitDevice(*device, device->copy(r.recv, r.send, r.bytes), r);
+  else
+    std::memmove(r.recv, r.send, r.bytes);
 }
 
 void Communicator::onIdle() {

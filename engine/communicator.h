@@ -31,6 +31,7 @@ class logger;
 
 namespace rr {
 
+class Device;
 class Error;
 class Link;
 class ProgressEngine;
@@ -50,9 +51,12 @@ class Communicator {
   int size() const { return config_.size; }
 
   // Validates and queues a collective; throws Error for bad arguments or a poisoned
-  // communicator. For broadcast send == recv == the buffer.
+  // communicator. For broadcast send == recv == the buffer. Buffers are host memory or both
+  // memory of one GPU (the communicator's, bound by its first device bucket). With a stream
+  // (and always for device buffers, NULL meaning CUDA's legacy default stream) the pass
+  // starts after the work queued there so far, and work queued there later waits for it.
   std::shared_ptr<Request> submit(Collective kind, const void* send, void* recv, size_t count,
-                                  rr_dtype_t dtype, rr_op_t op, int root);
+                                  rr_dtype_t dtype, rr_op_t op, int root, void* stream = nullptr);
   std::shared_ptr<Request> submitBarrier();
 
   // From any thread: fail everything queued or running with RR_ERR_ABORTED within 100 ms.
@@ -67,7 +71,11 @@ class Communicator {
   size_t agreeOnFusion(const std::shared_ptr<Request>& front, size_t proposed);
   void runPass(const std::vector<std::shared_ptr<Request>>& ops, const GroupHeader& header,
                Clock::time_point waitStart);
-  void runLocal(const Request& r);
+  void runLocal(const Request& r, Device* device);
+  // Opens the request's device (once) and orders the pass after the caller's stream.
+  Device* prepare(Request& r);
+  void waitDevice(Device& device, uint64_t ticket, const Request& r);
+  void orderOnStream(const std::shared_ptr<Request>& request, void* stream, int device);
   void onIdle();
   void poison(const Error& error, uint64_t seq);
   std::optional<std::pair<rr_result_t, std::string>> stickyError();
@@ -78,6 +86,8 @@ class Communicator {
   std::unique_ptr<RingSockets> sockets_;
   std::unique_ptr<Link> left_;
   std::unique_ptr<Link> right_;
+  std::unique_ptr<Device> device_;  // opened by the first device bucket's pass
+  std::atomic<int> boundDevice_{-1};  // its ordinal, bound at that bucket's submission
   std::unique_ptr<ProgressEngine> engine_;
   std::unique_ptr<StallMonitor> monitor_;
   std::unique_ptr<Timeline> timeline_;

@@ -128,6 +128,7 @@ Config Config::load(const rr_config_t* o) {
   }
   if (const char* t = env("RR_TIMELINE")) c.timeline = t;
   if (const char* l = env("RR_LOG_LEVEL")) c.logLevel = l;
+  if (const char* f = env("RR_TEST_FAKE_DEVICE")) c.fakeDevice = std::string_view(f) == "1";
   return c;
 }
 
@@ -136,10 +137,11 @@ std::string Config::describe() const {
       "rank {} of {} ({}), RR_ADDR={}, RR_SECRET {}, RR_TIMEOUT_MS={}, RR_CONNECT_TIMEOUT_MS={}, "
       "RR_SOCKET_IFNAME={}, "
       "RR_SOCKETS_PER_LINK={}, RR_SEGMENT_BYTES={}, RR_FUSION_BYTES={}, RR_STALL_WARN_S={}, "
-      "RR_TIMELINE={}, RR_LOG_LEVEL={}",
+      "RR_TIMELINE={}, RR_LOG_LEVEL={}{}",
       rank, size, rankSource, addr.empty() ? "(none)" : addr, secret.empty() ? "unset" : "set",
       timeoutMs, connectTimeoutMs, ifname.empty() ? "(route to rank 0)" : ifname, socketsPerLink, segmentBytes,
-      fusionBytes, stallWarnS, timeline.empty() ? "(off)" : timeline, logLevel);
+      fusionBytes, stallWarnS, timeline.empty() ? "(off)" : timeline, logLevel,
+      fakeDevice ? ", RR_TEST_FAKE_DEVICE=1 (every buffer is memory of a fake GPU)" : "");
 }
 
 }  // namespace rr

@@ -20,6 +20,8 @@
 //                           has waited this long (default 60)
 //   RR_TIMELINE             write Chrome trace events to this path, one file per rank
 //   RR_LOG_LEVEL            trace, debug, info, warn (default), error, off
+//   RR_TEST_FAKE_DEVICE=1   tests only: every buffer counts as memory of a stand-in GPU in
+//                           host memory (kernels/device.h), to test the device path here
 #pragma once
 
 #include <cstddef>
@@ -46,6 +48,7 @@ struct Config {
   double stallWarnS = 60;
   std::string timeline;
   std::string logLevel = "warn";
+  bool fakeDevice = false;
 
   // Throws RR_ERR_INVALID_ARGUMENT naming the variable and its value.
   static Config load(const rr_config_t* overrides);

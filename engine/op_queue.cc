@@ -30,10 +30,12 @@ size_t OpQueue::fusible(size_t fusionBytes, size_t maxOps) const {
   std::lock_guard<std::mutex> lock(mutex_);
   if (queue_.empty()) return 0;
   const OpDesc& first = queue_.front()->desc;
-  if (first.kind != Collective::kAllReduce || queue_.front()->bytes > fusionBytes) return 1;
+  if (first.kind != Collective::kAllReduce || queue_.front()->bytes > fusionBytes ||
+      !queue_.front()->fusible())
+    return 1;
   size_t total = 0, n = 0;
   for (const auto& r : queue_) {
-    if (n == maxOps || r->desc.kind != Collective::kAllReduce || r->desc.dtype != first.dtype ||
+    if (n == maxOps || !r->fusible() || r->desc.kind != Collective::kAllReduce || r->desc.dtype != first.dtype ||
         r->desc.op != first.op || total + r->bytes > fusionBytes)
       break;
     total += r->bytes;
@@ -45,7 +47,14 @@ size_t OpQueue::fusible(size_t fusionBytes, size_t maxOps) const {
 size_t OpQueue::matching(const GroupHeader& header) const {
   std::lock_guard<std::mutex> lock(mutex_);
   size_t n = 0;
-  while (n < header.numOps && n < queue_.size() && sameOp(queue_[n]->desc, header.opAt(n))) ++n;
+  for (; n < header.numOps && n < queue_.size() && sameOp(queue_[n]->desc, header.opAt(n)); ++n) {
+    // A pass of several ops packs host buffers: an op that cannot be packed (a device
+    // bucket, one ordered on a stream) runs alone, so a proposal is cut before it, or to it.
+    if (header.numOps > 1 && !queue_[n]->fusible()) {
+      if (n == 0) n = 1;
+      break;
+    }
+  }
   return n;
 }
 

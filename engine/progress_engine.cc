@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <thread>
 
 #include "kernels/dtype.h"
 
@@ -32,7 +33,19 @@ ProgressEngine::ProgressEngine(int rank, int size, Link* left, Link* right, int 
   staging_ = static_cast<uint8_t*>(p);
 }
 
-ProgressEngine::~ProgressEngine() { std::free(staging_); }
+ProgressEngine::~ProgressEngine() {
+  std::free(staging_);
+  if (devStaging_ != nullptr) device_->freeStaging(devStaging_);
+}
+
+void ProgressEngine::attachDevice(Device* device) {
+  if (device_ == device) return;
+  if (device_ != nullptr)
+    fail(RR_ERR_INTERNAL, "rank {}: the engine's device changed from {} to {}", rank_,
+         device_->describe(), device->describe());
+  devStaging_ = static_cast<uint8_t*>(device->allocStaging((2 * kInSlots + kOutSlots) * segmentBytes_));
+  device_ = device;
+}
 
 void ProgressEngine::checkAborted() const {
   if (aborted_ != nullptr && aborted_->load(std::memory_order_relaxed))
@@ -71,8 +84,10 @@ void ProgressEngine::sendHeader(const GroupHeader& header) {
 }
 
 PassTimes ProgressEngine::run(const RingSchedule& s, const GroupHeader& h, const void* send,
-                              void* recv) {
+                              void* recv, Device* device) {
   if (pendingAbort_) throw *pendingAbort_;
+  if (device != nullptr) attachDevice(device);
+  const bool onDevice = device != nullptr;
   PassTimes times;
   times.start = times.peers = times.reduced = Clock::now();
   const uint64_t headerSendMsg = right_->sendsPosted();
@@ -91,8 +106,9 @@ PassTimes ProgressEngine::run(const RingSchedule& s, const GroupHeader& h, const
   Clock::time_point until = deadline();
   while (c.recvDone < n || c.sendDone < n || !headerOk || right_->sendsDone() <= headerSendMsg) {
     checkAborted();
-    bool moved = postSends(s, c, h.dtype, send, recv);
-    if (headerOk) moved |= postRecvs(s, c, h.dtype, recv);
+    bool moved = onDevice ? postSendsDevice(s, c, h.dtype, send, recv)
+                          : postSends(s, c, h.dtype, send, recv);
+    if (headerOk) moved |= onDevice ? postRecvsDevice(s, c, h.dtype) : postRecvs(s, c, h.dtype, recv);
     moved |= progressLinks(h.firstSeq);
     if (!headerOk && left_->recvsDone() > headerRecvMsg) {
       if (std::memcmp(sentHeader_, leftHeader_, sizeof sentHeader_) != 0)
@@ -102,7 +118,7 @@ PassTimes ProgressEngine::run(const RingSchedule& s, const GroupHeader& h, const
       times.peers = Clock::now();
     }
     const size_t before = c.recvDone;
-    moved |= completeRecvs(s, c, h, send, recv);
+    moved |= onDevice ? completeRecvsDevice(s, c, h, send, recv) : completeRecvs(s, c, h, send, recv);
     if (before < reduceEnd && c.recvDone >= reduceEnd) times.reduced = Clock::now();
     while (c.sendDone < c.sendPosted && right_->sendsDone() >= sendMsgAfter_[c.sendDone % kRing]) {
       ++c.sendDone;
@@ -116,7 +132,7 @@ PassTimes ProgressEngine::run(const RingSchedule& s, const GroupHeader& h, const
       timeout(describeOp(h.opAt(0)) + (h.numOps > 1 ? fmt::format(" (fused with {} more)", h.numOps - 1) : ""),
               left, left ? c.recvDone : c.sendDone, n);
     } else {
-      wait(until);
+      wait(until, onDevice && (c.recvLanded > c.recvDone || c.sendStaged > c.sendPosted));
     }
   }
   times.end = Clock::now();
@@ -184,6 +200,103 @@ bool ProgressEngine::completeRecvs(const RingSchedule& s, Counters& c, const Gro
   return moved;
 }
 
+bool ProgressEngine::postSendsDevice(const RingSchedule& s, Counters& c, rr_dtype_t dtype,
+                                     const void* send, const void* recv) {
+  const size_t es = dtypeSize(dtype);
+  bool moved = false;
+  // Copy what the ring's first steps send from the user's buffer into send-slots, ahead.
+  while (c.sendStaged < s.numUnits() && c.sendStaged < c.sendDone + kInSlots) {
+    const size_t k = c.sendStaged;
+    const Unit u = s.unit(k);
+    uint64_t ticket = 0;
+    if (u.sendFrom != Buffer::kNone && u.dependsOn < 0) {
+      if (u.sendFrom == Buffer::kStage)
+        fail(RR_ERR_INTERNAL, "unit {} sends a staging slot without a dependency", k);
+      const auto* base = static_cast<const uint8_t*>(u.sendFrom == Buffer::kSend ? send : recv);
+      ticket = device_->copy(devSendSlot(k), base + u.sendOffset * es, u.sendCount * es);
+    }
+    sendTicket_[k % kRing] = ticket;
+    ++c.sendStaged;
+    moved = true;
+  }
+  while (c.sendPosted < c.sendStaged) {
+    const size_t k = c.sendPosted;
+    const Unit u = s.unit(k);
+    if (u.dependsOn >= 0) {
+      // A forwarded all-gather segment is ready once it landed; a reduced one once its
+      // kernel finished.
+      const size_t j = static_cast<size_t>(u.dependsOn);
+      const bool ready = s.unit(j).reduce ? c.recvDone > j : c.recvLanded > j;
+      if (!ready) break;
+    } else if (!device_->finished(sendTicket_[k % kRing])) {
+      break;
+    }
+    if (u.sendFrom != Buffer::kNone) {
+      const uint8_t* from = u.dependsOn < 0 ? devSendSlot(k) : resultSlot(s, static_cast<size_t>(u.dependsOn));
+      right_->postSend(from, u.sendCount * es, FrameType::kData);
+    }
+    sendMsgAfter_[k % kRing] = right_->sendsPosted();
+    ++c.sendPosted;
+    moved = true;
+  }
+  return moved;
+}
+
+bool ProgressEngine::postRecvsDevice(const RingSchedule& s, Counters& c, rr_dtype_t dtype) {
+  const size_t es = dtypeSize(dtype);
+  const size_t depth = static_cast<size_t>(s.depth());
+  bool moved = false;
+  while (c.recvPosted < s.numUnits() && c.recvPosted < c.recvDone + kInSlots) {
+    const size_t k = c.recvPosted;
+    // Slot k % 8 held unit k - 8's result, forwarded by the send of unit k - 8 + depth
+    // (or earlier, for a broadcast chain).
+    if (k + depth >= kInSlots && c.sendDone <= k + depth - kInSlots) break;
+    const Unit u = s.unit(k);
+    if (u.recvInto != Buffer::kNone) left_->postRecv(devInSlot(k), u.recvCount * es, FrameType::kData);
+    recvMsgAfter_[k % kRing] = left_->recvsPosted();
+    ++c.recvPosted;
+    moved = true;
+  }
+  return moved;
+}
+
+bool ProgressEngine::completeRecvsDevice(const RingSchedule& s, Counters& c, const GroupHeader& h,
+                                         const void* send, void* recv) {
+  const size_t es = dtypeSize(h.dtype);
+  const size_t depth = static_cast<size_t>(s.depth());
+  bool moved = false;
+  while (c.recvLanded < c.recvPosted && left_->recvsDone() >= recvMsgAfter_[c.recvLanded % kRing]) {
+    const size_t k = c.recvLanded;
+    const Unit u = s.unit(k);
+    uint64_t ticket = 0;
+    if (u.recvInto != Buffer::kNone) {
+      uint8_t* user = static_cast<uint8_t*>(recv) + u.recvOffset * es;
+      if (u.reduce) {
+        // Write the out-slot only when the next step forwards this result.
+        const bool forwarded = k + depth < s.numUnits() &&
+                               s.unit(k + depth).dependsOn == static_cast<int64_t>(k) &&
+                               s.unit(k + depth).sendFrom != Buffer::kNone;
+        const bool staged = u.recvInto == Buffer::kStage;
+        uint8_t* dst = staged ? devOutSlot(k) : user;
+        ticket = device_->reduceCopyOut(dst, static_cast<const uint8_t*>(send) + u.reduceOffset * es,
+                                        devInSlot(k), staged || !forwarded ? nullptr : devOutSlot(k),
+                                        u.recvCount, h.dtype, h.op,
+                                        u.lastReduce && h.op == RR_AVG ? size_ : 0);
+      } else {
+        ticket = device_->copy(user, devInSlot(k), u.recvCount * es);
+      }
+    }
+    recvTicket_[k % kRing] = ticket;
+    ++c.recvLanded;
+    moved = true;
+  }
+  while (c.recvDone < c.recvLanded && device_->finished(recvTicket_[c.recvDone % kRing])) {
+    ++c.recvDone;
+    moved = true;
+  }
+  return moved;
+}
+
 bool ProgressEngine::progressLinks(uint64_t seq) {
   bool moved = false;
   for (Link* link : {right_, left_}) {
@@ -198,17 +311,19 @@ bool ProgressEngine::progressLinks(uint64_t seq) {
   return moved;
 }
 
-void ProgressEngine::wait(Clock::time_point until) {
+void ProgressEngine::wait(Clock::time_point until, bool devicePending) {
   checkAborted();
   if (onIdle_ && Clock::now() - lastIdle_ >= std::chrono::milliseconds(100)) {
     lastIdle_ = Clock::now();
     onIdle_();
   }
   epoll_event events[16];
-  const int ms = std::min(msUntil(until) + 1, 100);
+  // Device work completes without an fd to wait on: poll the sockets and come back.
+  const int ms = devicePending ? 0 : std::min(msUntil(until) + 1, 100);
   int n = ::epoll_wait(epollFd_, events, 16, ms);
   if (n < 0 && errno != EINTR) failErrno(errno, "epoll_wait");
   for (int i = 0; i < n; ++i) static_cast<EventTarget*>(events[i].data.ptr)->onEvent(events[i].events);
+  if (devicePending && n == 0) std::this_thread::yield();
   checkAborted();
 }
 

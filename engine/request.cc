@@ -1,7 +1,13 @@
 // Request completion: the progress thread publishes the result once; waiters block on it.
 #include "engine/request.h"
 
+#include "kernels/device.h"
+
 namespace rr {
+
+Request::~Request() {
+  if (startEvent != nullptr) releaseEvent(startEvent);  // never started: submission failed
+}
 
 void Request::complete(rr_result_t code, std::string message) {
   {

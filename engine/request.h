@@ -31,6 +31,14 @@ struct Request {
   void* recv = nullptr;
   size_t bytes = 0;  // bytes of the bucket (all-reduce, broadcast) or of one block
   Clock::time_point submitted;
+  int device = -1;             // the GPU holding both buffers, -1: host memory
+  void* startEvent = nullptr;  // recorded on the caller's stream at submission; the pass
+                               // starts after it (taken by the progress thread)
+
+  ~Request();
+  // Fusion packs host buffers with memcpy before the pass: only host buckets that wait for
+  // no stream can share a pass.
+  bool fusible() const { return device < 0 && startEvent == nullptr; }
 
   std::atomic<bool> done{false};
   rr_result_t result = RR_SUCCESS;

@@ -4,7 +4,12 @@
 // scalar reference exactly; floats (random values in [-1, 1]) within a stated tolerance:
 // |got - want| <= tol * (|want| + 1) with tol = 1e-5 (fp32), 1e-12 (fp64), 2e-2 (fp16),
 // 8e-2 (bf16), since the ring adds in a different order than the reference.
-// Usage: collectives_check [--quick]
+//
+// --device: the same checks on GPU buffers (counts 0, 1, 7, 1 Mi + 3): each call's buffers are
+// copied to GPU memory, the collective runs there on a stream of this program's, and the
+// results are copied back and checked. Every rank uses GPU (local rank % GPU count). Exits
+// 77 (skipped) saying why where CUDA has no device or the build has no CUDA.
+// Usage: collectives_check [--quick] [--device]
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -17,6 +22,10 @@
 #include "kernels/half.h"
 #include "kernels/reduce.h"
 #include "ringreduce/ringreduce.h"
+
+#ifdef RR_TEST_CUDA
+#include <cuda_runtime_api.h>
+#endif
 
 namespace {
 
@@ -88,6 +97,75 @@ void check(rr_result_t rc, const std::string& what) {
   if (rc != RR_SUCCESS) die(what + ": " + rr_result_string(rc) + ": " + rr_last_error());
 }
 
+// --device: the GPU images of the two host vectors a call uses.
+bool onGpu = false;
+#ifdef RR_TEST_CUDA
+cudaStream_t stream = nullptr;
+uint8_t* gpuA = nullptr;
+uint8_t* gpuB = nullptr;
+size_t gpuBytes = 0;
+
+void cudaCheck(cudaError_t rc, const char* what) {
+  if (rc != cudaSuccess) die(std::string(what) + ": " + cudaGetErrorString(rc));
+}
+#endif
+
+// Runs call(map, stream), where map(p) turns a pointer into a or b into the buffer the
+// collective works on: p itself, or with --device its image in GPU memory, which is copied
+// in before the call and back after it.
+template <class Call>
+rr_result_t run(std::vector<uint8_t>& a, std::vector<uint8_t>& b, Call call) {
+  if (!onGpu) return call([](uint8_t* p) { return p; }, nullptr);
+#ifdef RR_TEST_CUDA
+  if (a.size() > gpuBytes || b.size() > gpuBytes) die("a buffer is larger than its GPU image");
+  cudaCheck(cudaMemcpy(gpuA, a.data(), a.size(), cudaMemcpyHostToDevice), "copy to the GPU");
+  cudaCheck(cudaMemcpy(gpuB, b.data(), b.size(), cudaMemcpyHostToDevice), "copy to the GPU");
+  auto map = [&](uint8_t* p) -> uint8_t* {
+    if (p >= a.data() && p <= a.data() + a.size()) return gpuA + (p - a.data());
+    if (p >= b.data() && p <= b.data() + b.size()) return gpuB + (p - b.data());
+    die("a pointer outside the mirrored buffers");
+  };
+  const rr_result_t rc = call(map, static_cast<void*>(stream));
+  cudaCheck(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
+  cudaCheck(cudaMemcpy(a.data(), gpuA, a.size(), cudaMemcpyDeviceToHost), "copy from the GPU");
+  cudaCheck(cudaMemcpy(b.data(), gpuB, b.size(), cudaMemcpyDeviceToHost), "copy from the GPU");
+  return rc;
+#else
+  return call([](uint8_t* p) { return p; }, nullptr);
+#endif
+}
+
+// --device: picks this rank's GPU and allocates the images, or exits 77 saying why not.
+void openGpu(size_t bytes) {
+#ifdef RR_TEST_CUDA
+  int count = 0;
+  if (cudaError_t rc = cudaGetDeviceCount(&count); rc != cudaSuccess || count == 0) {
+    std::printf("rank %d: SKIPPED: no CUDA device: %s\n", rank,
+                rc != cudaSuccess ? cudaGetErrorString(rc) : "the driver reports none");
+    std::exit(77);
+  }
+  const char* local = std::getenv("RR_LOCAL_RANK");
+  const int device = (local != nullptr ? std::atoi(local) : rank) % count;
+  cudaCheck(cudaSetDevice(device), "cudaSetDevice");
+  cudaCheck(cudaStreamCreate(&stream), "cudaStreamCreate");
+  void* a = nullptr;
+  void* b = nullptr;
+  cudaCheck(cudaMalloc(&a, bytes), "cudaMalloc");
+  cudaCheck(cudaMalloc(&b, bytes), "cudaMalloc");
+  gpuA = static_cast<uint8_t*>(a);
+  gpuB = static_cast<uint8_t*>(b);
+  gpuBytes = bytes;
+  onGpu = true;
+  cudaDeviceProp prop{};
+  cudaCheck(cudaGetDeviceProperties(&prop, device), "cudaGetDeviceProperties");
+  std::printf("rank %d: buffers on GPU %d (%s)\n", rank, device, prop.name);
+#else
+  (void)bytes;
+  std::printf("rank %d: SKIPPED: this build has no CUDA support\n", rank);
+  std::exit(77);
+#endif
+}
+
 // The reduction of all ranks' inputs, folded in rank order with the scalar reference.
 std::vector<uint8_t> reduced(size_t count, rr_dtype_t dtype, rr_op_t op, uint64_t seed) {
   const size_t es = rr::dtypeSize(dtype);
@@ -106,8 +184,12 @@ std::vector<uint8_t> reduced(size_t count, rr_dtype_t dtype, rr_op_t op, uint64_
 int main(int argc, char** argv) {
   // --quick (or RR_TEST_QUICK=1, which the sanitizer runs set) takes fewer counts.
   const char* quickEnv = std::getenv("RR_TEST_QUICK");
-  const bool quick = (argc > 1 && std::string(argv[1]) == "--quick") ||
-                     (quickEnv != nullptr && std::string(quickEnv) == "1");
+  bool quick = quickEnv != nullptr && std::string(quickEnv) == "1";
+  bool device = false;
+  for (int i = 1; i < argc; ++i) {
+    quick |= std::string(argv[i]) == "--quick";
+    device |= std::string(argv[i]) == "--device";
+  }
   rr_comm_t comm = nullptr;
   check(rr_comm_init_from_env(&comm), "rr_comm_init_from_env");
   check(rr_comm_rank(comm, &rank), "rank");
@@ -115,6 +197,10 @@ int main(int argc, char** argv) {
   const size_t n = static_cast<size_t>(nranks);
   std::vector<size_t> counts = {0, 1, n > 1 ? n - 1 : 2, n + 1, 1009, 300007};
   if (quick) counts = {0, 1, n + 1, 100003};
+  if (device) {
+    counts = {0, 1, 7, (size_t{1} << 20) + 3};
+    openGpu(counts.back() * 8 * n + 1);
+  }
   uint64_t seed = 1;
 
   for (int d = 0; d < rr::kNumDtypes; ++d) {
@@ -131,14 +217,17 @@ int main(int argc, char** argv) {
           std::vector<uint8_t> send(count * es * n + 1), recv(count * es * n + 1);
           fillInput(send.data(), count, dtype, rank, seed);
           uint8_t* out = inPlace ? send.data() : recv.data();
-          check(rr_allreduce(comm, send.data(), out, count, dtype, op, nullptr), "allreduce " + tag);
+          check(run(send, recv, [&](auto map, void* st) {
+                  return rr_allreduce(comm, map(send.data()), map(out), count, dtype, op, st);
+                }), "allreduce " + tag);
           compare(out, reduced(count, dtype, op, seed).data(), count, dtype, "allreduce " + tag);
           // reduce_scatter: rank r receives block r
           ++seed;
           fillInput(send.data(), count * n, dtype, rank, seed);
           out = inPlace ? send.data() + static_cast<size_t>(rank) * count * es : recv.data();
-          check(rr_reduce_scatter(comm, send.data(), out, count, dtype, op, nullptr),
-                "reduce_scatter " + tag);
+          check(run(send, recv, [&](auto map, void* st) {
+                  return rr_reduce_scatter(comm, map(send.data()), map(out), count, dtype, op, st);
+                }), "reduce_scatter " + tag);
           compare(out, reduced(count * n, dtype, op, seed).data() + static_cast<size_t>(rank) * count * es,
                   count, dtype, "reduce_scatter " + tag);
         }
@@ -149,7 +238,9 @@ int main(int argc, char** argv) {
         std::vector<uint8_t> recv(count * es * n + 1), send(count * es + 1), want(count * es * n + 1);
         uint8_t* mine = inPlace ? recv.data() + static_cast<size_t>(rank) * count * es : send.data();
         fillInput(mine, count, dtype, rank, seed);
-        check(rr_allgather(comm, mine, recv.data(), count, dtype, nullptr), "allgather " + tag);
+        check(run(send, recv, [&](auto map, void* st) {
+                return rr_allgather(comm, map(mine), map(recv.data()), count, dtype, st);
+              }), "allgather " + tag);
         for (int r = 0; r < nranks; ++r)
           fillInput(want.data() + static_cast<size_t>(r) * count * es, count, dtype, r, seed);
         compare(recv.data(), want.data(), count * n, dtype, "allgather " + tag);
@@ -158,13 +249,16 @@ int main(int argc, char** argv) {
         const int root = static_cast<int>(seed % n);
         fillInput(recv.data(), count, dtype, rank, seed);
         fillInput(want.data(), count, dtype, root, seed);
-        check(rr_broadcast(comm, recv.data(), count, dtype, root, nullptr), "broadcast " + tag);
+        check(run(recv, want, [&](auto map, void* st) {
+                return rr_broadcast(comm, map(recv.data()), count, dtype, root, st);
+              }), "broadcast " + tag);
         compare(recv.data(), want.data(), count, dtype, "broadcast " + tag + " root " + std::to_string(root));
       }
     }
   }
   check(rr_barrier(comm), "barrier");
   check(rr_comm_destroy(comm), "destroy");
-  std::printf("rank %d of %d: %ld checks passed\n", rank, nranks, checks);
+  std::printf("rank %d of %d: %ld checks passed%s\n", rank, nranks, checks,
+              onGpu ? " (GPU buffers)" : "");
   return 0;
 }

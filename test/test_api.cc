@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/device.h"
 #include "ringreduce/ringreduce.h"
 
 namespace {
@@ -78,8 +79,6 @@ TEST_CASE("collectives reject bad arguments and stay usable") {
   REQUIRE(says("root 1 is out of range"));
   REQUIRE(rr_allreduce(comm, x, x + 1, 2, RR_FLOAT32, RR_SUM, nullptr) == RR_ERR_INVALID_ARGUMENT);
   REQUIRE(says("overlap"));
-  int stream = 0;
-  REQUIRE(rr_allreduce(comm, x, y, 4, RR_FLOAT32, RR_SUM, &stream) == RR_ERR_UNSUPPORTED);
   REQUIRE(rr_comm_rank(comm, nullptr) == RR_ERR_INVALID_ARGUMENT);
 
   // still usable, and a single rank's reduction is a copy
@@ -93,4 +92,27 @@ TEST_CASE("collectives reject bad arguments and stay usable") {
   REQUIRE((rank == 0 && size == 1));
   REQUIRE(rr_comm_destroy(comm) == RR_SUCCESS);
   REQUIRE(rr_comm_destroy(nullptr) == RR_SUCCESS);
+}
+
+TEST_CASE("a stream with host buffers: ordered where CUDA works, else CUDA's own error") {
+  rr_comm_t comm = single();
+  float x[4] = {1, 2, 3, 4}, y[4] = {0, 0, 0, 0};
+  // (void*)1 is cudaStreamLegacy, a stream handle that is valid wherever CUDA works.
+  void* legacy = reinterpret_cast<void*>(1);
+  const rr_result_t rc = rr_allreduce(comm, x, y, 4, RR_FLOAT32, RR_SUM, legacy);
+  if (!rr::cudaBuilt()) {
+    REQUIRE(rc == RR_ERR_UNSUPPORTED);
+    REQUIRE(says("no CUDA support"));
+  } else if (rc == RR_ERR_CUDA) {  // no driver or no GPU: CUDA's message, and the call's name
+    INFO(rr_last_error());
+    REQUIRE(says("allreduce on rank 0: cudaEventCreateWithFlags: "));
+    REQUIRE(says("(cuda"));  // CUDA's error name, e.g. (cudaErrorInsufficientDriver)
+  } else {
+    REQUIRE(rc == RR_SUCCESS);
+    REQUIRE(y[3] == 4.0f);
+  }
+  // a failed submission leaves the communicator usable
+  REQUIRE(rr_allreduce(comm, x, y, 4, RR_FLOAT32, RR_MAX, nullptr) == RR_SUCCESS);
+  REQUIRE(y[2] == 3.0f);
+  REQUIRE(rr_comm_destroy(comm) == RR_SUCCESS);
 }

@@ -12,6 +12,8 @@ using rr::Buffer;
 using rr::Collective;
 using rr::RingSchedule;
 using rr::ScheduleParams;
+using rr::Unit;
+using rr::collectiveName;
 
 namespace {
 
@@ -188,5 +190,44 @@ TEST_CASE("all-reduce sends the bandwidth lower bound 2(n-1)/n of the bucket") {
     size_t sent = 0;
     for (size_t k = 0; k < s.numUnits(); ++k) sent += s.unit(k).sendCount;
     REQUIRE(sent == 2 * (static_cast<size_t>(n) - 1) * count / static_cast<size_t>(n));
+  }
+}
+
+TEST_CASE("a forwarding send reads exactly what the unit it depends on received") {
+  // The device path relies on this: the send of unit k with dependsOn = j forwards unit j's
+  // result from j's staging slot, which stays untouched until the send of unit j + depth.
+  for (Collective kind : {Collective::kAllReduce, Collective::kReduceScatter,
+                          Collective::kAllGather, Collective::kBroadcast}) {
+    for (int n = 2; n <= 7; ++n) {
+      for (size_t count : {size_t{1}, size_t{5}, size_t{37}, size_t{1000}}) {
+        for (int rank = 0; rank < n; ++rank) {
+          ScheduleParams p;
+          p.kind = kind;
+          p.rank = rank;
+          p.size = n;
+          p.count = count;
+          p.segElems = 3;
+          p.depth = 4;
+          p.root = n - 1;
+          const RingSchedule s(p);
+          for (size_t k = 0; k < s.numUnits(); ++k) {
+            const Unit u = s.unit(k);
+            INFO(collectiveName(kind) << " n=" << n << " count=" << count << " rank=" << rank << " unit " << k);
+            if (u.sendFrom == Buffer::kNone) continue;
+            if (u.dependsOn < 0) {
+              REQUIRE((u.sendFrom == Buffer::kSend || u.sendFrom == Buffer::kRecv));
+              continue;
+            }
+            const size_t j = static_cast<size_t>(u.dependsOn);
+            REQUIRE(j <= k);
+            REQUIRE(k <= j + static_cast<size_t>(p.depth));
+            const Unit from = s.unit(j);
+            REQUIRE(from.recvInto == u.sendFrom);
+            REQUIRE(from.recvCount == u.sendCount);
+            REQUIRE(from.recvOffset == u.sendOffset);
+          }
+        }
+      }
+    }
   }
 }

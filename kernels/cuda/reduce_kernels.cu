@@ -1,0 +1,144 @@
+// The device reduction kernels: reduce-and-copy-out for the reduce-scatter half of the ring
+// (DESIGN.md §4) and a copy for the all-gather half. Arithmetic is device_math.cuh.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+
+#include "kernels/cuda/device_math.cuh"
+#include "kernels/cuda/launch.h"
+
+namespace rr::cuda {
+namespace {
+
+constexpr int kThreads = 256;
+constexpr int kUnroll = 4;  // 16-byte vectors per thread per iteration, loaded before use
+
+template <class T>
+union Pack {
+  static constexpr int kElems = 16 / sizeof(T);
+  uint4 v;
+  T e[kElems];
+};
+
+template <class T, rr_op_t Op>
+__global__ void __launch_bounds__(kThreads)
+reduceCopyOutKernel(T* dst, const T* mine, const T* in, T* out, size_t count, int avgRanks,
+                    bool vector) {
+  constexpr int V = Pack<T>::kElems;
+  const size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
+  const size_t tid = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const size_t vectors = vector ? count / V : 0;
+  auto* dst4 = reinterpret_cast<uint4*>(dst);
+  auto* out4 = reinterpret_cast<uint4*>(out);
+  const auto* mine4 = reinterpret_cast<const uint4*>(mine);
+  const auto* in4 = reinterpret_cast<const uint4*>(in);
+  for (size_t base = tid; base < vectors; base += stride * kUnroll) {
+    Pack<T> a[kUnroll], b[kUnroll];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const size_t i = base + u * stride;
+      if (i < vectors) {
+        a[u].v = mine4[i];
+        b[u].v = in4[i];
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const size_t i = base + u * stride;
+      if (i < vectors) {
+#pragma unroll
+        for (int j = 0; j < V; ++j) a[u].e[j] = reduceElement<T>(a[u].e[j], b[u].e[j], Op, avgRanks);
+        dst4[i] = a[u].v;
+        if (out != nullptr) out4[i] = a[u].v;
+      }
+    }
+  }
+  for (size_t i = vectors * V + tid; i < count; i += stride) {
+    const T r = reduceElement<T>(mine[i], in[i], Op, avgRanks);
+    dst[i] = r;
+    if (out != nullptr) out[i] = r;
+  }
+}
+
+template <class W>
+__global__ void __launch_bounds__(kThreads)
+copyKernel(W* dst, const W* src, size_t words) {
+  const size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
+  for (size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < words; i += stride)
+    dst[i] = src[i];
+}
+
+int blocksFor(size_t work, int maxBlocks) {
+  const size_t perBlock = static_cast<size_t>(kThreads) * kUnroll;
+  const size_t wanted = (work + perBlock - 1) / perBlock;
+  return static_cast<int>(std::clamp<size_t>(wanted, 1, static_cast<size_t>(std::max(maxBlocks, 1))));
+}
+
+bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
+template <class T, rr_op_t Op>
+int launchTyped(void* dst, const void* mine, const void* in, void* out, size_t count,
+                int avgRanks, int maxBlocks, cudaStream_t stream) {
+  const bool vector = aligned16(dst) && aligned16(mine) && aligned16(in) &&
+                      (out == nullptr || aligned16(out));
+  const size_t work = vector ? count / Pack<T>::kElems + count % Pack<T>::kElems : count;
+  reduceCopyOutKernel<T, Op><<<blocksFor(work, maxBlocks), kThreads, 0, stream>>>(
+      static_cast<T*>(dst), static_cast<const T*>(mine), static_cast<const T*>(in),
+      static_cast<T*>(out), count, avgRanks, vector);
+  return static_cast<int>(cudaGetLastError());
+}
+
+template <class T>
+int launchOp(void* dst, const void* mine, const void* in, void* out, size_t count, rr_op_t op,
+             int avgRanks, int maxBlocks, cudaStream_t stream) {
+  switch (op) {
+    case RR_SUM:
+    case RR_AVG: return launchTyped<T, RR_SUM>(dst, mine, in, out, count, op == RR_AVG ? avgRanks : 0, maxBlocks, stream);
+    case RR_PROD: return launchTyped<T, RR_PROD>(dst, mine, in, out, count, 0, maxBlocks, stream);
+    case RR_MIN: return launchTyped<T, RR_MIN>(dst, mine, in, out, count, 0, maxBlocks, stream);
+    case RR_MAX: return launchTyped<T, RR_MAX>(dst, mine, in, out, count, 0, maxBlocks, stream);
+  }
+  return static_cast<int>(cudaErrorInvalidValue);
+}
+
+}  // namespace
+
+int launchReduceCopyOut(void* dst, const void* mine, const void* in, void* out, size_t count,
+                        rr_dtype_t dtype, rr_op_t op, int avgRanks, int maxBlocks, void* stream) {
+  if (count == 0) return 0;
+  auto s = static_cast<cudaStream_t>(stream);
+  switch (dtype) {
+    case RR_FLOAT32: return launchOp<float>(dst, mine, in, out, count, op, avgRanks, maxBlocks, s);
+    case RR_FLOAT64: return launchOp<double>(dst, mine, in, out, count, op, avgRanks, maxBlocks, s);
+    case RR_FLOAT16: return launchOp<Fp16>(dst, mine, in, out, count, op, avgRanks, maxBlocks, s);
+    case RR_BFLOAT16: return launchOp<Bf16>(dst, mine, in, out, count, op, avgRanks, maxBlocks, s);
+    case RR_INT8: return launchOp<int8_t>(dst, mine, in, out, count, op, avgRanks, maxBlocks, s);
+    case RR_UINT8: return launchOp<uint8_t>(dst, mine, in, out, count, op, avgRanks, maxBlocks, s);
+    case RR_INT32: return launchOp<int32_t>(dst, mine, in, out, count, op, avgRanks, maxBlocks, s);
+    case RR_UINT32: return launchOp<uint32_t>(dst, mine, in, out, count, op, avgRanks, maxBlocks, s);
+    case RR_INT64: return launchOp<int64_t>(dst, mine, in, out, count, op, avgRanks, maxBlocks, s);
+    case RR_UINT64: return launchOp<uint64_t>(dst, mine, in, out, count, op, avgRanks, maxBlocks, s);
+  }
+  return static_cast<int>(cudaErrorInvalidValue);
+}
+
+int launchCopy(void* dst, const void* src, size_t bytes, int maxBlocks, void* stream) {
+  if (bytes == 0) return 0;
+  auto s = static_cast<cudaStream_t>(stream);
+  const uintptr_t all = reinterpret_cast<uintptr_t>(dst) | reinterpret_cast<uintptr_t>(src) | bytes;
+  auto launch = [&](auto word) {
+    using W = decltype(word);
+    const size_t words = bytes / sizeof(W);
+    copyKernel<W><<<blocksFor(words / kUnroll + 1, maxBlocks), kThreads, 0, s>>>(
+        static_cast<W*>(dst), static_cast<const W*>(src), words);
+    return static_cast<int>(cudaGetLastError());
+  };
+  if (all % 16 == 0) return launch(uint4{});
+  if (all % 8 == 0) return launch(uint64_t{});
+  if (all % 4 == 0) return launch(uint32_t{});
+  if (all % 2 == 0) return launch(uint16_t{});
+  return launch(uint8_t{});
+}
+
+}  // namespace rr::cuda
