@@ -102,8 +102,24 @@ RR_API rr_result_t rr_comm_size(rr_comm_t comm, int *size);
 
 /* Collectives. Every rank must call the same collectives in the same order with the same
  * count, dtype, op and root; a rank that differs makes the call fail with RR_ERR_MISMATCH.
- * Buffers are host memory; `stream` is reserved for device buffers and must be NULL.
- * After a failure the communicator is poisoned: every later call returns the first error. */
+ * After a failure the communicator is poisoned: every later call returns the first error.
+ *
+ * Buffers are host memory, or (in a build with CUDA) memory of a GPU from cudaMalloc: send
+ * and recv both on the host or both on the same GPU, and one GPU per communicator (the one
+ * of its first device bucket). Device buckets are reduced by the library's CUDA kernels on
+ * its own stream; the host never touches them. Managed memory counts as host memory.
+ *
+ * `stream` is a cudaStream_t (cast to void *). With a stream, or with device buffers, the
+ * collective starts after all work queued on the stream before the call, and work queued
+ * on the stream after the call waits until the collective has finished (the call itself
+ * does not wait for the GPU). For device buffers, stream NULL means CUDA's legacy default
+ * stream, as in NCCL (which also orders it after every blocking stream). For host buffers,
+ * stream NULL means no stream: the collective may start at once. A stream in a build
+ * without CUDA is RR_ERR_UNSUPPORTED; a failing CUDA call is RR_ERR_CUDA with CUDA's
+ * message. rr_wait and rr_test report when the result is in the buffer, for host and
+ * device buffers alike. If a collective fails, the stream is released all the same: check
+ * the request, the blocking call's result or rr_comm_get_async_error before using the data.
+ * Buckets on a stream or on a GPU never travel fused with others. */
 
 /* recv = op over all ranks of send (count elements); in place when send == recv. */
 RR_API rr_result_t rr_allreduce(rr_comm_t comm, const void *send, void *recv, size_t count,

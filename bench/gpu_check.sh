@@ -1,0 +1,190 @@
+#!/usr/bin/env bash
+# Every GPU check of ringreduce in one script, for a machine with an NVIDIA GPU that can
+# install nothing (see ../shared/TOOLCHAIN.md, "The GPU machine").
+#
+#   bash bench/gpu_check.sh --bundle [BUILD_DIR]   here: put the built binaries, the shared
+#       libraries they load that are not glibc or CUDA's, and the headers a build there
+#       would need, into gpu-bundle/ (ignored by git; carry it to the GPU machine)
+#   bash bench/gpu_check.sh OUT_DIR                there: run everything, results under OUT_DIR
+#
+# On the GPU machine it first prints the OS, glibc, driver, GPU and nvcc, so a failed first
+# try still says what the second needs. Then it tries the carried binaries (with
+# LD_LIBRARY_PATH); if they do not start there, it compiles the same programs from this
+# repository with the local nvcc and g++ and the carried headers (spdlog and fmt header-only,
+# CLI11, nlohmann/json, OpenSSL's headers linked to the machine's libssl.so.3 or the
+# carried one). Then, each step with its own time limit and output file:
+#   kernels             bench/gpu_kernels: reduce-and-copy-out GB/s for 256 MiB fp32, fp16,
+#                       bf16 next to cudaMemcpy device-to-device and cublasSaxpy
+#   collectives n=2/4   test/collectives_check --device: every collective, dtype and op on
+#                       GPU buffers, counts 0, 1, 7, 1 Mi + 3, in place and out of place
+#   stream n=2/4        test/gpu_stream_check: ordering on a user stream and on stream NULL
+#   bench host/device   ringreduce bench -N 2, 1 MiB..256 MiB, host buffers then GPU buffers
+# and writes summary.txt (one line per step: ok, SKIPPED, FAILED) next to each step's output.
+# About 3-4 minutes on an H200.
+set -uo pipefail
+repo=$(cd "$(dirname "$0")/.." && pwd)
+bundle=${RR_GPU_BUNDLE:-$repo/gpu-bundle}
+programs=(cli/ringreduce test/collectives_check test/gpu_stream_check bench/gpu_kernels)
+
+make_bundle() {
+  local build=${1:-$repo/build}
+  rm -rf "$bundle" && mkdir -p "$bundle/bin" "$bundle/lib" "$bundle/deps/include"
+  for p in "${programs[@]}"; do
+    [ -x "$build/$p" ] || { echo "missing $build/$p: build with -Dcuda=enabled first" >&2; exit 1; }
+    strip --strip-debug -o "$bundle/bin/$(basename "$p")" "$build/$p"
+  done
+  # Shared libraries that are neither glibc's nor CUDA's (the GPU machine has its own CUDA).
+  for p in "${programs[@]}"; do ldd "$build/$p"; done | awk '$3 ~ /^\// {print $3}' | sort -u |
+    grep -vE '/(libc|libm|libdl|librt|libpthread|ld-linux[^/]*)\.so|/libcu|/usr/local/cuda' |
+    while read -r lib; do cp -L "$lib" "$bundle/lib/"; done
+  # Headers for a build on the GPU machine (header-only use of spdlog and fmt).
+  for d in spdlog fmt CLI nlohmann openssl catch2; do cp -r "/usr/include/$d" "$bundle/deps/include/"; done
+  cp -r /usr/include/x86_64-linux-gnu/openssl/. "$bundle/deps/include/openssl/"
+  (cd "$repo" && git rev-parse HEAD 2>/dev/null) >"$bundle/COMMIT"
+  echo "gpu bundle: $(du -sh "$bundle" | cut -f1) in $bundle"
+  ls -la "$bundle/bin" "$bundle/lib" | awk 'NF > 5 {print "  " $5, $9}'
+}
+
+# Compiles the four programs here from the repository into $1 (used when the carried
+# binaries do not start on this machine).
+build_here() {
+  local dir=$1 deps=$bundle/deps/include
+  [ -d "$deps" ] || { echo "no carried headers in $deps"; return 1; }
+  command -v nvcc >/dev/null || export PATH=/usr/local/cuda/bin:$PATH
+  local cuda
+  cuda=$(dirname "$(dirname "$(readlink -f "$(command -v nvcc)")")")
+  mkdir -p "$dir/obj"
+  local crypto  # OpenSSL's libcrypto (HMAC): the machine's, else the carried one
+  crypto=$(ldconfig -p 2>/dev/null | awk '/libcrypto\.so\.3 .*x86-64/ {print $NF; exit}')
+  [ -n "$crypto" ] || crypto=$bundle/lib/libcrypto.so.3
+  echo "   libcrypto: $crypto; CUDA: $cuda"
+  local common=(-O2 -std=c++20 -pthread -I"$repo" -I"$repo/include" -isystem "$deps" -isystem "$cuda/include"
+                -DSPDLOG_HEADER_ONLY -DSPDLOG_FMT_EXTERNAL -DFMT_HEADER_ONLY -fvisibility=hidden)
+  local nvflags=(-std=c++20 -O3 -I"$repo" -I"$repo/include" -isystem "$deps"
+                 -gencode=arch=compute_80,code=sm_80 -gencode=arch=compute_90,code=sm_90
+                 -gencode=arch=compute_90,code=compute_90)
+  local lib_sources=(engine/*.cc transport/*.cc transport/tcp/*.cc kernels/dtype.cc
+                     kernels/reduce_dispatch.cc kernels/reduce_reference.cc kernels/device_fake.cc
+                     kernels/cuda/cuda_device.cc)
+  local jobs=() src obj flags
+  cd "$repo" || return 1
+  for src in "${lib_sources[@]}" kernels/reduce_baseline.cc kernels/reduce_avx2.cc kernels/reduce_avx512.cc \
+             cli/main.cc cli/bench.cc cli/launcher.cc cli/info.cc cli/cuda_probe.cc cli/device_buffers.cc \
+             test/collectives_check.cc; do
+    obj=$dir/obj/$(echo "$src" | tr / _).o
+    flags=()
+    case $src in
+      kernels/reduce_reference.cc) flags=(-fno-tree-vectorize) ;;
+      kernels/reduce_baseline.cc) flags=(-O3) ;;
+      kernels/reduce_avx2.cc) flags=(-O3 -mavx2 -mfma -mf16c) ;;
+      kernels/reduce_avx512.cc) flags=(-O3 -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx2 -mfma -mf16c -mprefer-vector-width=512) ;;
+      engine/*) flags=(-DRR_BUILDING_LIBRARY) ;;
+      cli/*) flags=(-DRR_BUILD_TYPE='"release (built on the GPU machine)"' -DRR_BUILD_CUDA='"enabled"') ;;
+      test/collectives_check.cc) flags=(-DRR_TEST_CUDA) ;;
+    esac
+    g++ "${common[@]}" "${flags[@]}" -c "$src" -o "$obj" &
+    jobs+=($!)
+  done
+  for src in kernels/cuda/reduce_kernels.cu test/gpu_stream_check.cu bench/gpu_kernels.cu; do
+    nvcc "${nvflags[@]}" -c "$src" -o "$dir/obj/$(echo "$src" | tr / _).o" &
+    jobs+=($!)
+  done
+  local failed=0 j
+  for j in "${jobs[@]}"; do wait "$j" || failed=1; done
+  [ $failed = 0 ] || { echo "   compiling failed"; return 1; }
+  local libobjs=()
+  for src in "${lib_sources[@]}" kernels/reduce_baseline.cc kernels/reduce_avx2.cc kernels/reduce_avx512.cc; do
+    libobjs+=("$dir/obj/$(echo "$src" | tr / _).o")
+  done
+  libobjs+=("$dir/obj/kernels_cuda_reduce_kernels.cu.o")
+  local link=("$crypto" "$cuda/lib64/libcudart_static.a" -ldl -lrt -pthread)
+  mkdir -p "$dir/cli" "$dir/test" "$dir/bench"
+  g++ -o "$dir/cli/ringreduce" "$dir"/obj/cli_*.o "${libobjs[@]}" "${link[@]}" &&
+    g++ -o "$dir/test/collectives_check" "$dir/obj/test_collectives_check.cc.o" "${libobjs[@]}" "${link[@]}" &&
+    g++ -o "$dir/test/gpu_stream_check" "$dir/obj/test_gpu_stream_check.cu.o" "${libobjs[@]}" "${link[@]}" &&
+    g++ -o "$dir/bench/gpu_kernels" "$dir/obj/bench_gpu_kernels.cu.o" "${libobjs[@]}" \
+      -L"$cuda/lib64" -lcublas -Wl,-rpath,"$cuda/lib64" "${link[@]}"
+}
+
+if [ "${1:-}" = --bundle ]; then
+  make_bundle "${2:-}"
+  exit 0
+fi
+
+out=${1:?usage: bash bench/gpu_check.sh OUT_DIR   (or --bundle [BUILD_DIR] to prepare)}
+mkdir -p "$out"
+out=$(cd "$out" && pwd)
+exec > >(tee "$out/gpu_check.log") 2>&1
+start=$(date +%s)
+
+echo "== machine"
+sed -n 's/^PRETTY_NAME=//p' /etc/os-release 2>/dev/null
+ldd --version 2>&1 | head -1
+nvidia-smi --query-gpu=name,driver_version,memory.total,pcie.link.gen.current --format=csv,noheader 2>&1 | head -4
+nvidia-smi 2>&1 | sed -n 's/.*\(CUDA Version: [0-9.]*\).*/\1 (driver)/p' | head -1
+(command -v nvcc >/dev/null && nvcc --version || /usr/local/cuda/bin/nvcc --version) 2>&1 | tail -2 | head -1
+echo "cores: $(nproc), g++: $(g++ -dumpfullversion 2>/dev/null || echo none), bundle commit: $(cat "$bundle/COMMIT" 2>/dev/null || echo none), repository commit: $(cd "$repo" && git rev-parse HEAD 2>/dev/null || echo unknown)"
+
+export LD_LIBRARY_PATH=$bundle/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
+bin=$bundle/bin
+declare -A path=([ringreduce]=$bin/ringreduce [collectives_check]=$bin/collectives_check
+                 [gpu_stream_check]=$bin/gpu_stream_check [gpu_kernels]=$bin/gpu_kernels)
+echo "== binaries"
+starts() {  # every program's libraries resolve (ldd names a missing one or symbol version)
+  local p
+  for p in "${path[@]}"; do
+    [ -x "$p" ] || { echo "$p: missing"; return 1; }
+    ldd "$p" 2>&1 | grep -E 'not found' && return 1
+  done
+  "${path[ringreduce]}" info
+}
+# RR_GPU_BUILD_HERE=1 skips the carried binaries (to test the build path).
+if [ "${RR_GPU_BUILD_HERE:-0}" != 1 ] && starts >"$out/info.txt" 2>&1; then
+  echo "carried binaries start here"
+else
+  echo "carried binaries do not start here:"
+  sed 's/^/   /' "$out/info.txt"
+  echo "== building here from the repository"
+  export LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH#"$bundle/lib:"}
+  b=$out/build
+  if build_here "$b" >"$out/build.txt" 2>&1; then
+    echo "built in $(( $(date +%s) - start )) s"
+    path=([ringreduce]=$b/cli/ringreduce [collectives_check]=$b/test/collectives_check
+          [gpu_stream_check]=$b/test/gpu_stream_check [gpu_kernels]=$b/bench/gpu_kernels)
+    "${path[ringreduce]}" info >"$out/info.txt" 2>&1
+  else
+    echo "FAILED: building here; the end of $out/build.txt:"
+    tail -30 "$out/build.txt"
+    echo "build: FAILED" >"$out/summary.txt"
+    exit 1
+  fi
+fi
+sed 's/^/   /' "$out/info.txt"
+
+# step NAME SECONDS COMMAND...: runs it with a time limit, output in OUT/NAME.txt.
+: >"$out/summary.txt"
+failures=0
+step() {
+  local name=$1 secs=$2
+  shift 2
+  local t0=$(date +%s)
+  echo "== $name"
+  timeout --kill-after=5 "$secs" "$@" >"$out/$name.txt" 2>&1
+  local rc=$?
+  local verdict=ok
+  if [ $rc = 77 ]; then verdict=SKIPPED; elif [ $rc != 0 ]; then verdict="FAILED (exit $rc)"; failures=$((failures + 1)); fi
+  tail -25 "$out/$name.txt" | sed 's/^/   /'
+  echo "$name: $verdict in $(( $(date +%s) - t0 )) s" | tee -a "$out/summary.txt"
+}
+
+rr=${path[ringreduce]}
+step kernels 120 "${path[gpu_kernels]}"
+step collectives-gpu-n2 200 "$rr" run -n 2 -- "${path[collectives_check]}" --device
+step collectives-gpu-n4 240 "$rr" run -n 4 -- "${path[collectives_check]}" --device
+step stream-n2 90 "$rr" run -n 2 -- "${path[gpu_stream_check]}"
+step stream-n4 90 "$rr" run -n 4 -- "${path[gpu_stream_check]}"
+step bench-host-n2 120 "$rr" bench -N 2 -b 1M -e 256M -f 4 -n 10 -w 2
+step bench-device-n2 120 "$rr" bench -N 2 -b 1M -e 256M -f 4 -n 10 -w 2 --device
+echo "== summary ($(( $(date +%s) - start )) s)"
+cat "$out/summary.txt"
+exit $(( failures > 0 ))
