@@ -139,6 +139,9 @@ starts() {  # every program's libraries resolve (ldd names a missing one or symb
   "${path[ringreduce]}" info
 }
 # RR_GPU_BUILD_HERE=1 skips the carried binaries (to test the build path).
+if [ "${RR_GPU_BUILD_HERE:-0}" = 1 ]; then
+  echo "RR_GPU_BUILD_HERE=1: not trying the carried binaries" >"$out/info.txt"
+fi
 if [ "${RR_GPU_BUILD_HERE:-0}" != 1 ] && starts >"$out/info.txt" 2>&1; then
   echo "carried binaries start here"
 else

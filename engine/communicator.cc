@@ -216,6 +216,7 @@ std::shared_ptr<Request> Communicator::submit(Collective kind, const void* send,
   request->bytes = kind == Collective::kReduceScatter ? recvBytes : sendBytes;
   request->submitted = Clock::now();
   request->device = device;
+  if (device >= 0) openDevice(device);
   if (stream != nullptr || (device >= 0 && !config_.fakeDevice)) orderOnStream(request, stream, device);
   if (!queue_.push(request)) {
     const std::string message =
@@ -250,10 +251,22 @@ void Communicator::orderOnStream(const std::shared_ptr<Request>& request, void* 
   }
 }
 
+void Communicator::openDevice(int ordinal) {
+  std::lock_guard<std::mutex> lock(deviceMutex_);
+  if (device_) return;
+  try {
+    std::unique_ptr<Device> device = config_.fakeDevice ? openFakeDevice() : openCudaDevice(ordinal);
+    if (engine_) engine_->attachDevice(device.get());
+    device_ = std::move(device);
+    log_->info("device buckets on {}", device_->describe());
+  } catch (const DeviceError& e) {
+    fail(RR_ERR_CUDA, "rank {}: opening GPU {}: {}", config_.rank, ordinal, e.what());
+  }
+}
+
 Device* Communicator::prepare(Request& r) {
   Device* device = nullptr;
-  if (r.device >= 0) {
-    if (!device_) device_ = config_.fakeDevice ? openFakeDevice() : openCudaDevice(r.device);
+  if (r.device >= 0) {  // opened at submission (openDevice)
     device = device_.get();
     device->makeCurrent();
   }

@@ -74,6 +74,9 @@ class Communicator {
   void runLocal(const Request& r, Device* device);
   // Opens the request's device (once) and orders the pass after the caller's stream.
   Device* prepare(Request& r);
+  // Opens the GPU (and the engine's pinned staging) on the first device bucket's
+  // submission, before its stream is held: CUDA allocations may wait for held streams.
+  void openDevice(int ordinal);
   void waitDevice(Device& device, uint64_t ticket, const Request& r);
   void orderOnStream(const std::shared_ptr<Request>& request, void* stream, int device);
   void onIdle();
@@ -86,7 +89,8 @@ class Communicator {
   std::unique_ptr<RingSockets> sockets_;
   std::unique_ptr<Link> left_;
   std::unique_ptr<Link> right_;
-  std::unique_ptr<Device> device_;  // opened by the first device bucket's pass
+  std::mutex deviceMutex_;
+  std::unique_ptr<Device> device_;  // opened by the first device bucket's submission
   std::atomic<int> boundDevice_{-1};  // its ordinal, bound at that bucket's submission
   std::unique_ptr<ProgressEngine> engine_;
   std::unique_ptr<StallMonitor> monitor_;

@@ -86,7 +86,8 @@ void ProgressEngine::sendHeader(const GroupHeader& header) {
 PassTimes ProgressEngine::run(const RingSchedule& s, const GroupHeader& h, const void* send,
                               void* recv, Device* device) {
   if (pendingAbort_) throw *pendingAbort_;
-  if (device != nullptr) attachDevice(device);
+  if (device != nullptr && device != device_)
+    fail(RR_ERR_INTERNAL, "rank {}: a device pass before the device was attached", rank_);
   const bool onDevice = device != nullptr;
   PassTimes times;
   times.start = times.peers = times.reduced = Clock::now();

@@ -69,6 +69,9 @@ class ProgressEngine {
   ~ProgressEngine();
 
   size_t segmentBytes() const { return segmentBytes_; }
+  // Allocates the pinned staging of device passes, once; later passes must use the same
+  // device. Called on the submitting thread before any device pass can be queued.
+  void attachDevice(Device* device);
 
   // Not rank 0: waits for the next header from the left; `next` is this rank's next
   // collective, named if the wait times out.
@@ -92,7 +95,6 @@ class ProgressEngine {
   bool postRecvsDevice(const RingSchedule& s, Counters& c, rr_dtype_t dtype);
   bool completeRecvsDevice(const RingSchedule& s, Counters& c, const GroupHeader& h,
                            const void* send, void* recv);
-  void attachDevice(Device* device);
   // Where unit j's result is for the send that forwards it (device passes).
   const uint8_t* resultSlot(const RingSchedule& s, size_t j) const {
     return s.unit(j).reduce ? devOutSlot(j) : devInSlot(j);

@@ -115,24 +115,26 @@ void cudaCheck(cudaError_t rc, const char* what) {
 // in before the call and back after it.
 template <class Call>
 rr_result_t run(std::vector<uint8_t>& a, std::vector<uint8_t>& b, Call call) {
-  if (!onGpu) return call([](uint8_t* p) { return p; }, nullptr);
 #ifdef RR_TEST_CUDA
-  if (a.size() > gpuBytes || b.size() > gpuBytes) die("a buffer is larger than its GPU image");
-  cudaCheck(cudaMemcpy(gpuA, a.data(), a.size(), cudaMemcpyHostToDevice), "copy to the GPU");
-  cudaCheck(cudaMemcpy(gpuB, b.data(), b.size(), cudaMemcpyHostToDevice), "copy to the GPU");
-  auto map = [&](uint8_t* p) -> uint8_t* {
-    if (p >= a.data() && p <= a.data() + a.size()) return gpuA + (p - a.data());
-    if (p >= b.data() && p <= b.data() + b.size()) return gpuB + (p - b.data());
-    die("a pointer outside the mirrored buffers");
-  };
-  const rr_result_t rc = call(map, static_cast<void*>(stream));
-  cudaCheck(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
-  cudaCheck(cudaMemcpy(a.data(), gpuA, a.size(), cudaMemcpyDeviceToHost), "copy from the GPU");
-  cudaCheck(cudaMemcpy(b.data(), gpuB, b.size(), cudaMemcpyDeviceToHost), "copy from the GPU");
-  return rc;
-#else
-  return call([](uint8_t* p) { return p; }, nullptr);
+  if (onGpu) {
+    if (a.size() > gpuBytes || b.size() > gpuBytes) die("a buffer is larger than its GPU image");
+    cudaCheck(cudaMemcpy(gpuA, a.data(), a.size(), cudaMemcpyHostToDevice), "copy to the GPU");
+    cudaCheck(cudaMemcpy(gpuB, b.data(), b.size(), cudaMemcpyHostToDevice), "copy to the GPU");
+    auto map = [&](uint8_t* p) -> uint8_t* {
+      if (p >= a.data() && p <= a.data() + a.size()) return gpuA + (p - a.data());
+      if (p >= b.data() && p <= b.data() + b.size()) return gpuB + (p - b.data());
+      die("a pointer outside the mirrored buffers");
+    };
+    const rr_result_t rc = call(map, static_cast<void*>(stream));
+    cudaCheck(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
+    cudaCheck(cudaMemcpy(a.data(), gpuA, a.size(), cudaMemcpyDeviceToHost), "copy from the GPU");
+    cudaCheck(cudaMemcpy(b.data(), gpuB, b.size(), cudaMemcpyDeviceToHost), "copy from the GPU");
+    return rc;
+  }
 #endif
+  (void)a;
+  (void)b;
+  return call([](uint8_t* p) { return p; }, nullptr);
 }
 
 // --device: picks this rank's GPU and allocates the images, or exits 77 saying why not.

@@ -30,10 +30,33 @@ int deviceCount() {
   return count;
 }
 
+// Makes `device` current on the calling thread for a scope and then restores the caller's
+// device (the submitting thread is the user's; its current device is not ours to change).
+class ScopedDevice {
+ public:
+  explicit ScopedDevice(int device) {
+    if (device < 0) return;
+    check(cudaGetDevice(&previous_), "cudaGetDevice");
+    if (previous_ != device) {
+      check(cudaSetDevice(device), "cudaSetDevice");
+      restore_ = true;
+    }
+  }
+  ~ScopedDevice() {
+    if (restore_) cudaSetDevice(previous_);
+  }
+  ScopedDevice(const ScopedDevice&) = delete;
+  ScopedDevice& operator=(const ScopedDevice&) = delete;
+
+ private:
+  int previous_ = 0;
+  bool restore_ = false;
+};
+
 class CudaDevice final : public Device {
  public:
   explicit CudaDevice(int ordinal) : ordinal_(ordinal) {
-    check(cudaSetDevice(ordinal_), "cudaSetDevice");
+    const ScopedDevice scope(ordinal_);
     // Non-blocking: a caller's stream held by holdStream (the legacy default stream included)
     // must never hold up the engine's own work.
     check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
@@ -47,7 +70,7 @@ class CudaDevice final : public Device {
   }
 
   ~CudaDevice() override {
-    cudaSetDevice(ordinal_);
+    const ScopedDevice scope(ordinal_);
     cudaStreamSynchronize(stream_);
     for (auto& e : events_) cudaEventDestroy(e);
     cudaStreamDestroy(stream_);
@@ -57,6 +80,7 @@ class CudaDevice final : public Device {
   void makeCurrent() override { check(cudaSetDevice(ordinal_), "cudaSetDevice"); }
 
   void* allocStaging(size_t bytes) override {
+    const ScopedDevice scope(ordinal_);
     void* p = nullptr;
     check(cudaHostAlloc(&p, bytes, cudaHostAllocMapped | cudaHostAllocPortable),
           "cudaHostAlloc (pinned staging)");
@@ -141,7 +165,7 @@ int pointerDevice(const void* p) {
 std::unique_ptr<Device> openCudaDevice(int ordinal) { return std::make_unique<CudaDevice>(ordinal); }
 
 void* captureStream(void* stream, int device) {
-  if (device >= 0) check(cudaSetDevice(device), "cudaSetDevice");
+  const ScopedDevice scope(device);
   cudaEvent_t e = nullptr;
   check(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreateWithFlags");
   const cudaError_t rc = cudaEventRecord(e, static_cast<cudaStream_t>(stream));
@@ -151,7 +175,7 @@ void* captureStream(void* stream, int device) {
 }
 
 void holdStream(void* stream, int device, void (*wait)(void*), void* arg) {
-  if (device >= 0) check(cudaSetDevice(device), "cudaSetDevice");
+  const ScopedDevice scope(device);
   check(cudaLaunchHostFunc(static_cast<cudaStream_t>(stream), wait, arg),
         "cudaLaunchHostFunc on the caller's stream");
 }
