@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <utility>
 
 #include "kernels/cuda/launch.h"
 #include "kernels/device.h"
@@ -57,23 +58,31 @@ class CudaDevice final : public Device {
  public:
   explicit CudaDevice(int ordinal) : ordinal_(ordinal) {
     const ScopedDevice scope(ordinal_);
-    // Non-blocking: a caller's stream held by holdStream (the legacy default stream included)
-    // must never hold up the engine's own work.
-    check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
-    for (auto& e : events_) check(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreateWithFlags");
-    int sms = 0;
-    check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, ordinal_), "cudaDeviceGetAttribute");
-    maxBlocks_ = std::max(sms, 1) * 8;
-    cudaDeviceProp prop{};
-    check(cudaGetDeviceProperties(&prop, ordinal_), "cudaGetDeviceProperties");
-    name_ = fmt::format("GPU {} ({}, sm_{}{})", ordinal_, prop.name, prop.major, prop.minor);
+    try {
+      // Non-blocking: a caller's stream held by holdStream (the legacy default stream
+      // included) must never hold up the engine's own work.
+      check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
+      for (auto& e : events_) check(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreateWithFlags");
+      int sms = 0;
+      check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, ordinal_), "cudaDeviceGetAttribute");
+      maxBlocks_ = std::max(sms, 1) * 8;
+      cudaDeviceProp prop{};
+      check(cudaGetDeviceProperties(&prop, ordinal_), "cudaGetDeviceProperties");
+      name_ = fmt::format("GPU {} ({}, sm_{}{})", ordinal_, prop.name, prop.major, prop.minor);
+    } catch (...) {
+      release();
+      throw;
+    }
   }
 
   ~CudaDevice() override {
-    const ScopedDevice scope(ordinal_);
+    // No ScopedDevice here: a destructor must not throw.
+    int previous = -1;
+    if (cudaGetDevice(&previous) != cudaSuccess) previous = -1;
+    if (previous != ordinal_) cudaSetDevice(ordinal_);
     cudaStreamSynchronize(stream_);
-    for (auto& e : events_) cudaEventDestroy(e);
-    cudaStreamDestroy(stream_);
+    release();
+    if (previous >= 0 && previous != ordinal_) cudaSetDevice(previous);
   }
 
   std::string describe() const override { return name_; }
@@ -127,6 +136,12 @@ class CudaDevice final : public Device {
 
  private:
   static constexpr uint64_t kEvents = 256;  // far more than the engine keeps in flight
+
+  void release() {
+    for (auto& e : events_)
+      if (e != nullptr) cudaEventDestroy(std::exchange(e, nullptr));
+    if (stream_ != nullptr) cudaStreamDestroy(std::exchange(stream_, nullptr));
+  }
 
   uint64_t record() {
     const uint64_t t = ++issued_;
