@@ -133,8 +133,11 @@ PassTimes ProgressEngine::run(const RingSchedule& s, const GroupHeader& h, const
       timeout(describeOp(h.opAt(0)) + (h.numOps > 1 ? fmt::format(" (fused with {} more)", h.numOps - 1) : ""),
               left, left ? c.recvDone : c.sendDone, n);
     } else {
-      // Unfinished device work has no fd to wake the wait: poll instead of sleeping.
-      wait(until, onDevice && !device_->finished(lastTicket_));
+      // Device work the pass waits for (a landed segment's kernel or copy, the copy of the
+      // next send) has no fd to wake the wait: poll instead of sleeping.
+      const bool devicePending = onDevice && (c.recvLanded > c.recvDone ||
+                                              (c.sendPosted < c.sendStaged && s.unit(c.sendPosted).dependsOn < 0));
+      wait(until, devicePending);
     }
   }
   times.end = Clock::now();
@@ -215,7 +218,7 @@ bool ProgressEngine::postSendsDevice(const RingSchedule& s, Counters& c, rr_dtyp
       if (u.sendFrom == Buffer::kStage)
         fail(RR_ERR_INTERNAL, "unit {} sends a staging slot without a dependency", k);
       const auto* base = static_cast<const uint8_t*>(u.sendFrom == Buffer::kSend ? send : recv);
-      ticket = lastTicket_ = device_->copy(devSendSlot(k), base + u.sendOffset * es, u.sendCount * es);
+      ticket = device_->copy(devSendSlot(k), base + u.sendOffset * es, u.sendCount * es);
     }
     sendTicket_[k % kRing] = ticket;
     ++c.sendStaged;
@@ -280,12 +283,12 @@ bool ProgressEngine::completeRecvsDevice(const RingSchedule& s, Counters& c, con
                                s.unit(k + depth).sendFrom != Buffer::kNone;
         const bool staged = u.recvInto == Buffer::kStage;
         uint8_t* dst = staged ? devOutSlot(k) : user;
-        ticket = lastTicket_ = device_->reduceCopyOut(dst, static_cast<const uint8_t*>(send) + u.reduceOffset * es,
+        ticket = device_->reduceCopyOut(dst, static_cast<const uint8_t*>(send) + u.reduceOffset * es,
                                         devInSlot(k), staged || !forwarded ? nullptr : devOutSlot(k),
                                         u.recvCount, h.dtype, h.op,
                                         u.lastReduce && h.op == RR_AVG ? size_ : 0);
       } else {
-        ticket = lastTicket_ = device_->copy(user, devInSlot(k), u.recvCount * es);
+        ticket = device_->copy(user, devInSlot(k), u.recvCount * es);
       }
     }
     recvTicket_[k % kRing] = ticket;

@@ -141,7 +141,6 @@ class ProgressEngine {
   uint8_t* devStaging_ = nullptr;      // in-, out- and send-slots, pinned by device_
   uint64_t sendTicket_[kRing] = {};    // device work each unit waits for
   uint64_t recvTicket_[kRing] = {};
-  uint64_t lastTicket_ = 0;            // the newest device work queued
   std::optional<Error> pendingAbort_;
   uint8_t sentHeader_[GroupHeader::kBytes] = {};
   uint8_t leftHeader_[GroupHeader::kBytes] = {};
