@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The CLI as a user meets it: bench tables and JSON with #wrong = 0 for every collective,
-# `run` prefixing lines and passing on the status of a failed rank, `info`.
+# `run` prefixing lines and passing on the status of a failed rank, `info`, `bench --device`.
 set -euo pipefail
 rr=$1
 t() { timeout --kill-after=5 120 "$@"; }
@@ -26,4 +26,17 @@ set -e
 [ $status = 7 ] || { echo "run must exit with the failed rank's status, got $status"; exit 1; }
 [ $(( $(date +%s) - start )) -lt 30 ] || { echo "run did not stop the other ranks"; exit 1; }
 if t "$rr" bench -N 2 -d notatype 2>/dev/null; then echo "bad dtype accepted"; exit 1; fi
+# --device: checked and timed on a GPU where there is one; elsewhere a clear error naming
+# the rank and CUDA's (or the build's) reason, and exit status 1.
+set +e
+out=$(t "$rr" bench -N 2 -b 1M -e 1M -n 1 -w 0 --device 2>&1)
+status=$?
+set -e
+echo "$out"
+if [ $status = 0 ]; then
+  grep -q "# Out of bounds values : 0 OK" <<<"$out"
+else
+  [ $status = 1 ] || { echo "bench --device exited with $status"; exit 1; }
+  grep -qE 'bench: --device on rank [01]: .*(\(cuda[A-Za-z]+\)|no CUDA support)' <<<"$out"
+fi
 echo "cli ok"
