@@ -9,7 +9,7 @@
 #   asan    AddressSanitizer + UndefinedBehaviorSanitizer build (-fno-sanitize-recover=all):
 #           unit, integration, faults in quick mode, and the 10,000-collective soak
 #   tsan    ThreadSanitizer build: unit, integration, faults in quick mode, without the
-#           "heavy" runs (collectives n=5 and the stand-in GPU on 4 ranks: minutes each here)
+#           "heavy" runs (collectives n=5, the stand-in GPU on 4 ranks: minutes each here)
 #   fuzz    libFuzzer targets built with clang, each run for $FUZZ_SECONDS (default 60)
 # With no parts, all four run. The last line is "N passed, N failed" over every part.
 set -euo pipefail
