@@ -194,14 +194,7 @@ std::shared_ptr<Request> Communicator::submit(Collective kind, const void* send,
            name, config_.rank, where(sendDevice), where(recvDevice));
     device = sendDevice;
   }
-  if (device >= 0) {
-    int bound = -1;
-    if (!boundDevice_.compare_exchange_strong(bound, device) && bound != device)
-      fail(RR_ERR_INVALID_ARGUMENT,
-           "{} on rank {}: the buffers are memory of GPU {}, but this communicator works on "
-           "GPU {} (create one communicator per GPU)",
-           name, config_.rank, device, bound);
-  }
+  if (device >= 0) openDevice(device, name);
   if (stream != nullptr && !cudaBuilt())
     fail(RR_ERR_UNSUPPORTED,
          "{} on rank {}: a CUDA stream was given, but this build of ringreduce has no CUDA "
@@ -216,7 +209,6 @@ std::shared_ptr<Request> Communicator::submit(Collective kind, const void* send,
   request->bytes = kind == Collective::kReduceScatter ? recvBytes : sendBytes;
   request->submitted = Clock::now();
   request->device = device;
-  if (device >= 0) openDevice(device);
   if (stream != nullptr || (device >= 0 && !config_.fakeDevice)) orderOnStream(request, stream, device);
   if (!queue_.push(request)) {
     const std::string message =
@@ -251,9 +243,16 @@ void Communicator::orderOnStream(const std::shared_ptr<Request>& request, void* 
   }
 }
 
-void Communicator::openDevice(int ordinal) {
+void Communicator::openDevice(int ordinal, const char* name) {
   std::lock_guard<std::mutex> lock(deviceMutex_);
-  if (device_) return;
+  if (device_) {
+    if (device_->ordinal() != ordinal)
+      fail(RR_ERR_INVALID_ARGUMENT,
+           "{} on rank {}: the buffers are memory of GPU {}, but this communicator works on "
+           "GPU {} (create one communicator per GPU)",
+           name, config_.rank, ordinal, device_->ordinal());
+    return;
+  }
   try {
     std::unique_ptr<Device> device = config_.fakeDevice ? openFakeDevice() : openCudaDevice(ordinal);
     if (engine_) engine_->attachDevice(device.get());

@@ -76,7 +76,8 @@ class Communicator {
   Device* prepare(Request& r);
   // Opens the GPU (and the engine's pinned staging) on the first device bucket's
   // submission, before its stream is held: CUDA allocations may wait for held streams.
-  void openDevice(int ordinal);
+  // Later buckets must be on the same GPU.
+  void openDevice(int ordinal, const char* name);
   void waitDevice(Device& device, uint64_t ticket, const Request& r);
   void orderOnStream(const std::shared_ptr<Request>& request, void* stream, int device);
   void onIdle();
@@ -91,7 +92,6 @@ class Communicator {
   std::unique_ptr<Link> right_;
   std::mutex deviceMutex_;
   std::unique_ptr<Device> device_;  // opened by the first device bucket's submission
-  std::atomic<int> boundDevice_{-1};  // its ordinal, bound at that bucket's submission
   std::unique_ptr<ProgressEngine> engine_;
   std::unique_ptr<StallMonitor> monitor_;
   std::unique_ptr<Timeline> timeline_;

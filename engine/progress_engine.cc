@@ -278,9 +278,11 @@ bool ProgressEngine::completeRecvsDevice(const RingSchedule& s, Counters& c, con
       uint8_t* user = static_cast<uint8_t*>(recv) + u.recvOffset * es;
       if (u.reduce) {
         // Write the out-slot only when the next step forwards this result.
-        const bool forwarded = k + depth < s.numUnits() &&
-                               s.unit(k + depth).dependsOn == static_cast<int64_t>(k) &&
-                               s.unit(k + depth).sendFrom != Buffer::kNone;
+        bool forwarded = false;
+        if (k + depth < s.numUnits()) {
+          const Unit next = s.unit(k + depth);
+          forwarded = next.dependsOn == static_cast<int64_t>(k) && next.sendFrom != Buffer::kNone;
+        }
         const bool staged = u.recvInto == Buffer::kStage;
         uint8_t* dst = staged ? devOutSlot(k) : user;
         ticket = device_->reduceCopyOut(dst, static_cast<const uint8_t*>(send) + u.reduceOffset * es,

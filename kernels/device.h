@@ -28,6 +28,7 @@ class Device {
  public:
   virtual ~Device() = default;
   virtual std::string describe() const = 0;
+  virtual int ordinal() const = 0;  // the CUDA device number (0 for the stand-in)
   // Binds the calling thread to this device (cudaSetDevice).
   virtual void makeCurrent() = 0;
   // Page-locked host memory that the device reads and writes directly (cudaHostAlloc,

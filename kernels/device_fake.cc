@@ -18,6 +18,7 @@ namespace {
 class FakeDevice final : public Device {
  public:
   std::string describe() const override { return "fake GPU (host memory, for tests)"; }
+  int ordinal() const override { return 0; }
   void makeCurrent() override {}
 
   void* allocStaging(size_t bytes) override {
