@@ -16,6 +16,7 @@
 #include "engine/op_header.h"
 #include "engine/progress_engine.h"
 #include "engine/stall_monitor.h"
+#include "engine/stream_order.h"
 #include "engine/timeline.h"
 #include "engine/waker.h"
 #include "kernels/device.h"
@@ -93,6 +94,7 @@ Communicator::~Communicator() {
   if (left_) left_->shutdown();
   if (right_) right_->shutdown();
   engine_.reset();
+  streamOrder_.reset();
   device_.reset();
   waker_.reset();
   left_.reset();
@@ -180,9 +182,6 @@ std::shared_ptr<Request> Communicator::submit(Collective kind, const void* send,
   // Where the buffers are: both host memory, or both memory of this communicator's GPU.
   int device = -1;
   if (config_.fakeDevice) {
-    if (stream != nullptr)
-      fail(RR_ERR_INVALID_ARGUMENT, "{} on rank {}: RR_TEST_FAKE_DEVICE=1 takes no stream", name,
-           config_.rank);
     device = 0;
   } else if (count > 0) {
     const int sendDevice = pointerDevice(send);
@@ -194,12 +193,30 @@ std::shared_ptr<Request> Communicator::submit(Collective kind, const void* send,
            name, config_.rank, where(sendDevice), where(recvDevice));
     device = sendDevice;
   }
-  if (device >= 0) openDevice(device, name);
-  if (stream != nullptr && !cudaBuilt())
+  if (stream != nullptr && !cudaBuilt() && !config_.fakeDevice)
     fail(RR_ERR_UNSUPPORTED,
          "{} on rank {}: a CUDA stream was given, but this build of ringreduce has no CUDA "
          "support (stream must be NULL)",
          name, config_.rank);
+  // Device buckets are always ordered on a stream (NULL: the legacy default stream); host
+  // buckets when a stream is given, on that stream's GPU.
+  const bool ordered = stream != nullptr || device >= 0;
+  if (ordered) {
+    int gpu = device;
+    try {
+      if (!config_.fakeDevice && stream != nullptr) {
+        const int streamGpu = streamDevice(stream);
+        if (device >= 0 && streamGpu != device)
+          fail(RR_ERR_INVALID_ARGUMENT,
+               "{} on rank {}: the buffers are memory of GPU {}, but the stream belongs to GPU {}",
+               name, config_.rank, device, streamGpu);
+        gpu = streamGpu;
+      }
+    } catch (const DeviceError& e) {
+      fail(RR_ERR_CUDA, "{} on rank {}: {}", name, config_.rank, e.what());
+    }
+    openDevice(gpu, name);
+  }
 
   auto request = std::make_shared<Request>();
   request->desc = OpDesc{0, kind, dtype, reduces ? op : RR_SUM,
@@ -209,7 +226,13 @@ std::shared_ptr<Request> Communicator::submit(Collective kind, const void* send,
   request->bytes = kind == Collective::kReduceScatter ? recvBytes : sendBytes;
   request->submitted = Clock::now();
   request->device = device;
-  if (stream != nullptr || (device >= 0 && !config_.fakeDevice)) orderOnStream(request, stream, device);
+  if (ordered) {
+    try {
+      streamOrder_->order(*request, stream);
+    } catch (const DeviceError& e) {
+      fail(RR_ERR_CUDA, "{} on rank {}: {}", name, config_.rank, e.what());
+    }
+  }
   if (!queue_.push(request)) {
     const std::string message =
         fmt::format("{} on rank {}: the communicator is being destroyed", name, config_.rank);
@@ -218,29 +241,6 @@ std::shared_ptr<Request> Communicator::submit(Collective kind, const void* send,
   }
   if (timeline_) timeline_->submitted(*request);
   return request;
-}
-
-void Communicator::orderOnStream(const std::shared_ptr<Request>& request, void* stream,
-                                 int device) {
-  try {
-    request->startEvent = captureStream(stream, device);
-    // The stream waits in a host function until the request completes (with or without an
-    // error); it holds its own reference to the request.
-    auto* held = new std::shared_ptr<Request>(request);
-    try {
-      holdStream(stream, device, [](void* arg) {
-        auto* r = static_cast<std::shared_ptr<Request>*>(arg);
-        (*r)->wait();
-        delete r;
-      }, held);
-    } catch (...) {
-      delete held;
-      throw;
-    }
-  } catch (const DeviceError& e) {
-    fail(RR_ERR_CUDA, "{} on rank {}: {}", collectiveName(request->desc.kind), config_.rank,
-         e.what());
-  }
 }
 
 void Communicator::openDevice(int ordinal, const char* name) {
@@ -254,40 +254,23 @@ void Communicator::openDevice(int ordinal, const char* name) {
     return;
   }
   try {
-    std::unique_ptr<Device> device = config_.fakeDevice ? openFakeDevice() : openCudaDevice(ordinal);
+    std::unique_ptr<Device> device =
+        config_.fakeDevice ? openFakeDevice(config_.testHoldByHostFunction) : openCudaDevice(ordinal);
     if (engine_) engine_->attachDevice(device.get());
+    streamOrder_ = std::make_unique<StreamOrder>(*device);
     device_ = std::move(device);
-    log_->info("device buckets on {}", device_->describe());
+    log_->info("device buckets and streams on {}; the caller's stream waits on the GPU by {}",
+               device_->describe(), device_->streamWait());
   } catch (const DeviceError& e) {
     fail(RR_ERR_CUDA, "rank {}: opening GPU {}: {}", config_.rank, ordinal, e.what());
   }
 }
 
 Device* Communicator::prepare(Request& r) {
-  Device* device = nullptr;
-  if (r.device >= 0) {  // opened at submission (openDevice)
-    device = device_.get();
-    device->makeCurrent();
-  }
-  void* event = std::exchange(r.startEvent, nullptr);
-  if (event == nullptr) return device;
-  if (device != nullptr) {  // the engine's stream waits for it; the host does not
-    device->waitEvent(event);
-    return device;
-  }
-  // Host buffers written by work on the caller's stream: wait here until it is done.
-  struct Release {
-    void* e;
-    ~Release() { releaseEvent(e); }
-  } release{event};
-  const Clock::time_point until = Clock::now() + std::chrono::milliseconds(config_.timeoutMs);
-  while (!eventDone(event)) {
-    if (aborted_) fail(RR_ERR_ABORTED, "rank {}: rr_comm_abort was called", config_.rank);
-    if (Clock::now() >= until)
-      fail(RR_ERR_TIMEOUT, "{} on rank {}: the work queued on its stream before it did not finish within {} ms",
-           describeOp(r.desc), config_.rank, config_.timeoutMs);
-    std::this_thread::sleep_for(std::chrono::microseconds(100));
-  }
+  if (r.order == nullptr) return nullptr;
+  Device* device = r.device >= 0 ? device_.get() : nullptr;
+  if (device != nullptr) device->makeCurrent();
+  streamOrder_->start(r, config_.rank, config_.timeoutMs, aborted_);
   return device;
 }
 
@@ -296,7 +279,10 @@ void Communicator::waitDevice(Device& device, uint64_t ticket, const Request& r)
   while (!device.finished(ticket)) {
     if (aborted_) fail(RR_ERR_ABORTED, "rank {}: rr_comm_abort was called", config_.rank);
     if (Clock::now() >= until)
-      fail(RR_ERR_TIMEOUT, "{} on rank {}: a copy on {} did not finish within {} ms",
+      fail(RR_ERR_TIMEOUT,
+           "{} on rank {}: device work on {} has not finished within {} ms: a copy between the "
+           "buffers (it runs on the library's stream after the work queued on the caller's "
+           "stream before the call)",
            describeOp(r.desc), config_.rank, device.describe(), config_.timeoutMs);
     std::this_thread::yield();
   }

@@ -36,6 +36,7 @@ class Error;
 class Link;
 class ProgressEngine;
 class StallMonitor;
+class StreamOrder;
 class Timeline;
 class Waker;
 struct GroupHeader;
@@ -72,14 +73,14 @@ class Communicator {
   void runPass(const std::vector<std::shared_ptr<Request>>& ops, const GroupHeader& header,
                Clock::time_point waitStart);
   void runLocal(const Request& r, Device* device);
-  // Opens the request's device (once) and orders the pass after the caller's stream.
+  // Before a request's pass: makes its GPU current and orders the pass after the caller's
+  // stream (StreamOrder::start). Returns the device for a device bucket, else nullptr.
   Device* prepare(Request& r);
-  // Opens the GPU (and the engine's pinned staging) on the first device bucket's
-  // submission, before its stream is held: CUDA allocations may wait for held streams.
-  // Later buckets must be on the same GPU.
+  // Opens the GPU, its pinned staging and the StreamOrder on the first submission that
+  // needs them (a device bucket, or a stream), before any stream is held: CUDA allocations
+  // synchronise the device and would wait for held streams. Later ones must name the same GPU.
   void openDevice(int ordinal, const char* name);
   void waitDevice(Device& device, uint64_t ticket, const Request& r);
-  void orderOnStream(const std::shared_ptr<Request>& request, void* stream, int device);
   void onIdle();
   void poison(const Error& error, uint64_t seq);
   std::optional<std::pair<rr_result_t, std::string>> stickyError();
@@ -91,7 +92,8 @@ class Communicator {
   std::unique_ptr<Link> left_;
   std::unique_ptr<Link> right_;
   std::mutex deviceMutex_;
-  std::unique_ptr<Device> device_;  // opened by the first device bucket's submission
+  std::unique_ptr<Device> device_;  // opened by the first submission that needs it
+  std::unique_ptr<StreamOrder> streamOrder_;
   std::unique_ptr<ProgressEngine> engine_;
   std::unique_ptr<StallMonitor> monitor_;
   std::unique_ptr<Timeline> timeline_;

@@ -129,6 +129,13 @@ Config Config::load(const rr_config_t* o) {
   if (const char* t = env("RR_TIMELINE")) c.timeline = t;
   if (const char* l = env("RR_LOG_LEVEL")) c.logLevel = l;
   if (const char* f = env("RR_TEST_FAKE_DEVICE")) c.fakeDevice = std::string_view(f) == "1";
+  if (const char* h = env("RR_TEST_HOLD_STREAM")) {
+    if (std::string_view(h) != "host-function" && std::string_view(h) != "value-wait")
+      fail(RR_ERR_INVALID_ARGUMENT, "RR_TEST_HOLD_STREAM='{}' is not host-function or value-wait", h);
+    if (!c.fakeDevice && std::string_view(h) == "host-function")
+      fail(RR_ERR_INVALID_ARGUMENT, "RR_TEST_HOLD_STREAM=host-function needs RR_TEST_FAKE_DEVICE=1");
+    c.testHoldByHostFunction = std::string_view(h) == "host-function";
+  }
   return c;
 }
 
@@ -137,11 +144,12 @@ std::string Config::describe() const {
       "rank {} of {} ({}), RR_ADDR={}, RR_SECRET {}, RR_TIMEOUT_MS={}, RR_CONNECT_TIMEOUT_MS={}, "
       "RR_SOCKET_IFNAME={}, "
       "RR_SOCKETS_PER_LINK={}, RR_SEGMENT_BYTES={}, RR_FUSION_BYTES={}, RR_STALL_WARN_S={}, "
-      "RR_TIMELINE={}, RR_LOG_LEVEL={}{}",
+      "RR_TIMELINE={}, RR_LOG_LEVEL={}{}{}",
       rank, size, rankSource, addr.empty() ? "(none)" : addr, secret.empty() ? "unset" : "set",
       timeoutMs, connectTimeoutMs, ifname.empty() ? "(route to rank 0)" : ifname, socketsPerLink, segmentBytes,
       fusionBytes, stallWarnS, timeline.empty() ? "(off)" : timeline, logLevel,
-      fakeDevice ? ", RR_TEST_FAKE_DEVICE=1 (every buffer is memory of a fake GPU)" : "");
+      fakeDevice ? ", RR_TEST_FAKE_DEVICE=1 (every buffer is memory of a fake GPU)" : "",
+      testHoldByHostFunction ? ", RR_TEST_HOLD_STREAM=host-function" : "");
 }
 
 }  // namespace rr

@@ -21,7 +21,11 @@
 //   RR_TIMELINE             write Chrome trace events to this path, one file per rank
 //   RR_LOG_LEVEL            trace, debug, info, warn (default), error, off
 //   RR_TEST_FAKE_DEVICE=1   tests only: every buffer counts as memory of a stand-in GPU in
-//                           host memory (kernels/device.h), to test the device path here
+//                           host memory (kernels/fake_gpu.h), to test the device path here;
+//                           a stream is then a stand-in stream
+//   RR_TEST_HOLD_STREAM=host-function   tests only, with RR_TEST_FAKE_DEVICE=1: hold the
+//                           caller's stream with a blocking host function, the design that
+//                           deadlocked on a real GPU, to show that the stand-in catches it
 #pragma once
 
 #include <cstddef>
@@ -49,6 +53,7 @@ struct Config {
   std::string timeline;
   std::string logLevel = "warn";
   bool fakeDevice = false;
+  bool testHoldByHostFunction = false;  // RR_TEST_HOLD_STREAM=host-function (stand-in only)
 
   // Throws RR_ERR_INVALID_ARGUMENT naming the variable and its value.
   static Config load(const rr_config_t* overrides);

@@ -1,4 +1,4 @@
-// ProgressEngine; see progress_engine.h for the counters and their rules.
+// ProgressEngine; see progress_engine.h, and pass.h for the counters and their rules.
 #include "engine/progress_engine.h"
 
 #include <sys/epoll.h>
@@ -9,6 +9,8 @@
 #include <cstring>
 #include <thread>
 
+#include "engine/device_pass.h"
+#include "engine/host_pass.h"
 #include "kernels/dtype.h"
 
 namespace rr {
@@ -28,8 +30,9 @@ ProgressEngine::ProgressEngine(int rank, int size, Link* left, Link* right, int 
       lastIdle_(Clock::now()),
       reduce_(bestReducer()) {
   void* p = nullptr;
-  if (posix_memalign(&p, 4096, (kInSlots + kOutSlots) * segmentBytes_) != 0)
-    fail(RR_ERR_SYSTEM, "cannot allocate {} bytes of staging", (kInSlots + kOutSlots) * segmentBytes_);
+  if (posix_memalign(&p, 4096, (PassShape::kInSlots + PassShape::kOutSlots) * segmentBytes_) != 0)
+    fail(RR_ERR_SYSTEM, "cannot allocate {} bytes of staging",
+         (PassShape::kInSlots + PassShape::kOutSlots) * segmentBytes_);
   staging_ = static_cast<uint8_t*>(p);
 }
 
@@ -43,7 +46,7 @@ void ProgressEngine::attachDevice(Device* device) {
   if (device_ != nullptr)
     fail(RR_ERR_INTERNAL, "rank {}: the engine's device changed from {} to {}", rank_,
          device_->describe(), device->describe());
-  devStaging_ = static_cast<uint8_t*>(device->allocStaging((2 * kInSlots + kOutSlots) * segmentBytes_));
+  devStaging_ = static_cast<uint8_t*>(device->allocStaging((2 * PassShape::kInSlots + PassShape::kOutSlots) * segmentBytes_));
   device_ = device;
 }
 
@@ -88,7 +91,13 @@ PassTimes ProgressEngine::run(const RingSchedule& s, const GroupHeader& h, const
   if (pendingAbort_) throw *pendingAbort_;
   if (device != nullptr && device != device_)
     fail(RR_ERR_INTERNAL, "rank {}: a device pass before the device was attached", rank_);
-  const bool onDevice = device != nullptr;
+  const PassArgs args{s,    *left_, *right_, h.dtype, h.op, size_, send, recv,
+                      device != nullptr ? devStaging_ : staging_, segmentBytes_};
+  std::unique_ptr<Pass> pass;
+  if (device != nullptr)
+    pass = std::make_unique<DevicePass>(args, *device);
+  else
+    pass = std::make_unique<HostPass>(args, reduce_);
   PassTimes times;
   times.start = times.peers = times.reduced = Clock::now();
   const uint64_t headerSendMsg = right_->sendsPosted();
@@ -103,13 +112,12 @@ PassTimes ProgressEngine::run(const RingSchedule& s, const GroupHeader& h, const
 
   const size_t n = s.numUnits();
   const size_t reduceEnd = s.reduceEnd();
-  Counters c;
+  PassCounters c;
   Clock::time_point until = deadline();
   while (c.recvDone < n || c.sendDone < n || !headerOk || right_->sendsDone() <= headerSendMsg) {
     checkAborted();
-    bool moved = onDevice ? postSendsDevice(s, c, h.dtype, send, recv)
-                          : postSends(s, c, h.dtype, send, recv);
-    if (headerOk) moved |= onDevice ? postRecvsDevice(s, c, h.dtype) : postRecvs(s, c, h.dtype, recv);
+    bool moved = pass->postSends(c);
+    if (headerOk) moved |= pass->postRecvs(c);
     moved |= progressLinks(h.firstSeq);
     if (!headerOk && left_->recvsDone() > headerRecvMsg) {
       if (std::memcmp(sentHeader_, leftHeader_, sizeof sentHeader_) != 0)
@@ -119,189 +127,30 @@ PassTimes ProgressEngine::run(const RingSchedule& s, const GroupHeader& h, const
       times.peers = Clock::now();
     }
     const size_t before = c.recvDone;
-    moved |= onDevice ? completeRecvsDevice(s, c, h, send, recv) : completeRecvs(s, c, h, send, recv);
+    moved |= pass->completeRecvs(c);
     if (before < reduceEnd && c.recvDone >= reduceEnd) times.reduced = Clock::now();
-    while (c.sendDone < c.sendPosted && right_->sendsDone() >= sendMsgAfter_[c.sendDone % kRing]) {
-      ++c.sendDone;
-      moved = true;
-    }
+    moved |= pass->completeSends(c);
     assert(c.recvPosted >= c.recvDone && c.sendPosted >= c.sendDone);
     if (moved) {
       until = deadline();
-    } else if (Clock::now() >= until) {
-      const bool left = !headerOk || c.recvDone < n;
-      timeout(describeOp(h.opAt(0)) + (h.numOps > 1 ? fmt::format(" (fused with {} more)", h.numOps - 1) : ""),
-              left, left ? c.recvDone : c.sendDone, n);
-    } else {
-      // Device work the pass waits for (a landed segment's kernel or copy, the copy of the
-      // next send) has no fd to wake the wait: poll instead of sleeping.
-      const bool devicePending = onDevice && (c.recvLanded > c.recvDone ||
-                                              (c.sendPosted < c.sendStaged && s.unit(c.sendPosted).dependsOn < 0));
-      wait(until, devicePending);
+      continue;
     }
+    const std::string what =
+        describeOp(h.opAt(0)) + (h.numOps > 1 ? fmt::format(" (fused with {} more)", h.numOps - 1) : "");
+    if (Clock::now() >= until) {
+      if (const std::string stalled = pass->stalledOnDevice(c); !stalled.empty()) {
+        if (pendingAbort_) throw *pendingAbort_;
+        fail(RR_ERR_TIMEOUT, "{}: no progress for {} ms on rank {}: {}", what, timeoutMs_, rank_, stalled);
+      }
+      const bool left = !headerOk || c.recvDone < n;
+      timeout(what, left, left ? c.recvDone : c.sendDone, n);
+    }
+    // Device work has no fd to wake the wait: poll instead of sleeping while it runs.
+    wait(until, pass->devicePending(c));
   }
   times.end = Clock::now();
   if (reduceEnd == 0) times.reduced = times.peers;
   return times;
-}
-
-bool ProgressEngine::postSends(const RingSchedule& s, Counters& c, rr_dtype_t dtype,
-                               const void* send, void* recv) {
-  const size_t es = dtypeSize(dtype);
-  bool moved = false;
-  while (c.sendPosted < s.numUnits() && c.sendPosted - c.sendDone < kInSlots) {
-    const Unit u = s.unit(c.sendPosted);
-    if (u.dependsOn >= 0 && c.recvDone <= static_cast<size_t>(u.dependsOn)) break;
-    if (u.sendFrom != Buffer::kNone) {
-      const uint8_t* from = u.sendFrom == Buffer::kSend   ? static_cast<const uint8_t*>(send) + u.sendOffset * es
-                            : u.sendFrom == Buffer::kRecv ? static_cast<uint8_t*>(recv) + u.sendOffset * es
-                                                          : outSlot(u.sendOffset);
-      right_->postSend(from, u.sendCount * es, FrameType::kData);
-    }
-    sendMsgAfter_[c.sendPosted % kRing] = right_->sendsPosted();
-    ++c.sendPosted;
-    moved = true;
-  }
-  return moved;
-}
-
-bool ProgressEngine::postRecvs(const RingSchedule& s, Counters& c, rr_dtype_t dtype, void* recv) {
-  const size_t es = dtypeSize(dtype);
-  const size_t depth = static_cast<size_t>(s.depth());
-  bool moved = false;
-  while (c.recvPosted < s.numUnits() && c.recvPosted < c.recvDone + kInSlots) {
-    const size_t k = c.recvPosted;
-    const Unit u = s.unit(k);
-    // The out-slot this unit fills was last read by the send of unit k - kOutSlots + depth.
-    if (u.recvInto == Buffer::kStage && k + depth >= kOutSlots && c.sendDone <= k + depth - kOutSlots)
-      break;
-    if (u.recvInto != Buffer::kNone) {
-      uint8_t* into = u.reduce ? inSlot(k) : static_cast<uint8_t*>(recv) + u.recvOffset * es;
-      left_->postRecv(into, u.recvCount * es, FrameType::kData);
-    }
-    recvMsgAfter_[k % kRing] = left_->recvsPosted();
-    ++c.recvPosted;
-    moved = true;
-  }
-  return moved;
-}
-
-bool ProgressEngine::completeRecvs(const RingSchedule& s, Counters& c, const GroupHeader& h,
-                                   const void* send, void* recv) {
-  const size_t es = dtypeSize(h.dtype);
-  bool moved = false;
-  while (c.recvDone < c.recvPosted && left_->recvsDone() >= recvMsgAfter_[c.recvDone % kRing]) {
-    const Unit u = s.unit(c.recvDone);
-    if (u.recvInto != Buffer::kNone && u.reduce) {
-      uint8_t* dst = u.recvInto == Buffer::kStage ? outSlot(u.recvOffset)
-                                                  : static_cast<uint8_t*>(recv) + u.recvOffset * es;
-      const uint8_t* mine = static_cast<const uint8_t*>(send) + u.reduceOffset * es;
-      reduce_(dst, mine, inSlot(c.recvDone), u.recvCount, h.dtype, h.op);
-      if (u.lastReduce && h.op == RR_AVG) finalizeAvg(dst, u.recvCount, h.dtype, size_);
-    }
-    ++c.recvDone;
-    moved = true;
-  }
-  return moved;
-}
-
-bool ProgressEngine::postSendsDevice(const RingSchedule& s, Counters& c, rr_dtype_t dtype,
-                                     const void* send, const void* recv) {
-  const size_t es = dtypeSize(dtype);
-  bool moved = false;
-  // Copy what the ring's first steps send from the user's buffer into send-slots, ahead.
-  while (c.sendStaged < s.numUnits() && c.sendStaged < c.sendDone + kInSlots) {
-    const size_t k = c.sendStaged;
-    const Unit u = s.unit(k);
-    uint64_t ticket = 0;
-    if (u.sendFrom != Buffer::kNone && u.dependsOn < 0) {
-      if (u.sendFrom == Buffer::kStage)
-        fail(RR_ERR_INTERNAL, "unit {} sends a staging slot without a dependency", k);
-      const auto* base = static_cast<const uint8_t*>(u.sendFrom == Buffer::kSend ? send : recv);
-      ticket = device_->copy(devSendSlot(k), base + u.sendOffset * es, u.sendCount * es);
-    }
-    sendTicket_[k % kRing] = ticket;
-    ++c.sendStaged;
-    moved = true;
-  }
-  while (c.sendPosted < c.sendStaged) {
-    const size_t k = c.sendPosted;
-    const Unit u = s.unit(k);
-    if (u.dependsOn >= 0) {
-      // A forwarded all-gather segment is ready once it landed; a reduced one once its
-      // kernel finished.
-      const size_t j = static_cast<size_t>(u.dependsOn);
-      const bool ready = s.unit(j).reduce ? c.recvDone > j : c.recvLanded > j;
-      if (!ready) break;
-    } else if (!device_->finished(sendTicket_[k % kRing])) {
-      break;
-    }
-    if (u.sendFrom != Buffer::kNone) {
-      const uint8_t* from = u.dependsOn < 0 ? devSendSlot(k) : resultSlot(s, static_cast<size_t>(u.dependsOn));
-      right_->postSend(from, u.sendCount * es, FrameType::kData);
-    }
-    sendMsgAfter_[k % kRing] = right_->sendsPosted();
-    ++c.sendPosted;
-    moved = true;
-  }
-  return moved;
-}
-
-bool ProgressEngine::postRecvsDevice(const RingSchedule& s, Counters& c, rr_dtype_t dtype) {
-  const size_t es = dtypeSize(dtype);
-  const size_t depth = static_cast<size_t>(s.depth());
-  bool moved = false;
-  while (c.recvPosted < s.numUnits() && c.recvPosted < c.recvDone + kInSlots) {
-    const size_t k = c.recvPosted;
-    // Slot k % 8 held unit k - 8's result, forwarded by the send of unit k - 8 + depth
-    // (or earlier, for a broadcast chain).
-    if (k + depth >= kInSlots && c.sendDone <= k + depth - kInSlots) break;
-    const Unit u = s.unit(k);
-    if (u.recvInto != Buffer::kNone) left_->postRecv(devInSlot(k), u.recvCount * es, FrameType::kData);
-    recvMsgAfter_[k % kRing] = left_->recvsPosted();
-    ++c.recvPosted;
-    moved = true;
-  }
-  return moved;
-}
-
-bool ProgressEngine::completeRecvsDevice(const RingSchedule& s, Counters& c, const GroupHeader& h,
-                                         const void* send, void* recv) {
-  const size_t es = dtypeSize(h.dtype);
-  const size_t depth = static_cast<size_t>(s.depth());
-  bool moved = false;
-  while (c.recvLanded < c.recvPosted && left_->recvsDone() >= recvMsgAfter_[c.recvLanded % kRing]) {
-    const size_t k = c.recvLanded;
-    const Unit u = s.unit(k);
-    uint64_t ticket = 0;
-    if (u.recvInto != Buffer::kNone) {
-      uint8_t* user = static_cast<uint8_t*>(recv) + u.recvOffset * es;
-      if (u.reduce) {
-        // Write the out-slot only when the next step forwards this result.
-        bool forwarded = false;
-        if (k + depth < s.numUnits()) {
-          const Unit next = s.unit(k + depth);
-          forwarded = next.dependsOn == static_cast<int64_t>(k) && next.sendFrom != Buffer::kNone;
-        }
-        const bool staged = u.recvInto == Buffer::kStage;
-        uint8_t* dst = staged ? devOutSlot(k) : user;
-        ticket = device_->reduceCopyOut(dst, static_cast<const uint8_t*>(send) + u.reduceOffset * es,
-                                        devInSlot(k), staged || !forwarded ? nullptr : devOutSlot(k),
-                                        u.recvCount, h.dtype, h.op,
-                                        u.lastReduce && h.op == RR_AVG ? size_ : 0);
-      } else {
-        ticket = device_->copy(user, devInSlot(k), u.recvCount * es);
-      }
-    }
-    recvTicket_[k % kRing] = ticket;
-    ++c.recvLanded;
-    moved = true;
-  }
-  while (c.recvDone < c.recvLanded && device_->finished(recvTicket_[c.recvDone % kRing])) {
-    ++c.recvDone;
-    moved = true;
-  }
-  return moved;
 }
 
 bool ProgressEngine::progressLinks(uint64_t seq) {

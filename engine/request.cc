@@ -3,19 +3,16 @@
 
 #include <utility>
 
-#include "kernels/device.h"
+#include "engine/stream_order.h"
 
 namespace rr {
 
-Request::~Request() {
-  if (startEvent != nullptr) releaseEvent(startEvent);  // never queued: submission failed
-}
-
 void Request::complete(rr_result_t code, std::string message) {
-  // An event the pass never took (the request failed first) is released here, on the
-  // progress or submitting thread: the last reference may be dropped in the host function
-  // that holds the caller's stream, where CUDA calls are not allowed.
-  if (startEvent != nullptr) releaseEvent(std::exchange(startEvent, nullptr));
+  if (done.load(std::memory_order_acquire)) return;  // once
+  if (order != nullptr) {
+    if (startEvent != nullptr) order->dropEvent(std::exchange(startEvent, nullptr));  // failed first
+    order->finished(orderNumber);
+  }
   {
     std::lock_guard<std::mutex> lock(mutex_);
     result = code;

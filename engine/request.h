@@ -25,6 +25,8 @@ struct OpDesc {
   uint64_t count = 0;
 };
 
+class StreamOrder;
+
 struct Request {
   OpDesc desc;
   const void* send = nullptr;
@@ -32,18 +34,22 @@ struct Request {
   size_t bytes = 0;  // bytes of the bucket (all-reduce, broadcast) or of one block
   Clock::time_point submitted;
   int device = -1;             // the GPU holding both buffers, -1: host memory
-  void* startEvent = nullptr;  // recorded on the caller's stream at submission; the pass
-                               // starts after it (taken by the progress thread)
+  // Ordered on the caller's stream (stream_order.h): the start event recorded there (taken
+  // by the pass), and the number whose release lets the caller's stream go on.
+  StreamOrder* order = nullptr;
+  void* startEvent = nullptr;
+  uint64_t orderNumber = 0;
 
-  ~Request();
   // Fusion packs host buffers with memcpy before the pass: only host buckets that wait for
   // no stream can share a pass.
-  bool fusible() const { return device < 0 && startEvent == nullptr; }
+  bool fusible() const { return device < 0 && order == nullptr; }
 
   std::atomic<bool> done{false};
   rr_result_t result = RR_SUCCESS;
   std::string error;
 
+  // Publishes the result once; a stream held for this request is released first (the
+  // communicator, and with it the StreamOrder, may be destroyed once `done` is seen).
   void complete(rr_result_t code, std::string message);
   rr_result_t wait();
 

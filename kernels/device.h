@@ -1,11 +1,19 @@
 // A GPU as the engine sees it: staging memory it can reach, asynchronous reduce/copy work on
-// the engine's own stream, and completion by polling. No CUDA types appear here; streams and
-// events are void*.
+// the engine's own stream with completion by polling, and the two halves of ordering a
+// collective on the caller's stream. No CUDA types appear here; streams and events are void*.
+//
+// Ordering on the caller's stream (engine/stream_order.h uses these):
+//   start   captureStream records an event on the caller's stream; waitEvent makes the
+//           engine's stream wait for it (on the GPU), or the host polls eventDone.
+//   finish  holdStream(stream, n) queues, on the caller's stream, a wait ON THE GPU until the
+//           device's release counter reaches n; release(n) sets the counter from the host when
+//           request n has finished. Nothing ever blocks inside a host function: on Hopper a
+//           running host function stalls every stream of the process, the engine's own
+//           included, so a host function that waits for the engine deadlocks.
 //
 // Implementations: CUDA (kernels/cuda/cuda_device.cc, built with -Dcuda), "built without CUDA"
-// (device_none.cc), and a host-memory stand-in for tests (device_fake.cc) that runs each
-// queued operation only when it is polled, so an engine that reads a result before its
-// ticket is finished sees stale bytes and fails its checks.
+// (device_none.cc), and the stand-in GPU for tests (device_fake.cc on kernels/fake_gpu.h),
+// which keeps CUDA's stream rules so that a design CUDA would deadlock deadlocks there too.
 #pragma once
 
 #include <cstddef>
@@ -32,7 +40,8 @@ class Device {
   // Binds the calling thread to this device (cudaSetDevice).
   virtual void makeCurrent() = 0;
   // Page-locked host memory that the device reads and writes directly (cudaHostAlloc,
-  // mapped), aligned to 4 KiB.
+  // mapped), aligned to 4 KiB. Both calls synchronise the device implicitly: the engine
+  // makes them only when no request of its communicator holds a stream.
   virtual void* allocStaging(size_t bytes) = 0;
   virtual void freeStaging(void* p) = 0;
 
@@ -42,24 +51,32 @@ class Device {
                                  size_t count, rr_dtype_t dtype, rr_op_t op, int avgRanks) = 0;
   virtual uint64_t copy(void* dst, const void* src, size_t bytes) = 0;
   virtual bool finished(uint64_t ticket) = 0;
-  // The engine's stream waits for an event from captureStream (and releases it).
+
+  // Start of a request: an event recorded on `stream` (NULL: the legacy default stream).
+  virtual void* captureStream(void* stream) = 0;
+  // The engine's stream waits for the event (and the event is released).
   virtual void waitEvent(void* event) = 0;
+  virtual bool eventDone(void* event) = 0;
+  virtual void releaseEvent(void* event) = 0;
+  // Finish of a request: `stream` waits on the GPU until release(n') with n' >= n (a cyclic
+  // 32-bit comparison, as cuStreamWaitValue32's GEQ). Never blocks the host.
+  virtual void holdStream(void* stream, uint64_t n) = 0;
+  // From any thread: every stream held for n or less may go on. Monotone.
+  virtual void release(uint64_t n) = 0;
+  // How holdStream waits, for logs and `ringreduce info`.
+  virtual std::string streamWait() const = 0;
 };
 
 // Whether this library was built with CUDA.
 bool cudaBuilt();
 // The CUDA device that holds `p`, or -1 for host memory (and whenever CUDA is unusable).
 int pointerDevice(const void* p);
+// The GPU a CUDA stream belongs to (NULL: the calling thread's current device).
+int streamDevice(void* stream);
 std::unique_ptr<Device> openCudaDevice(int ordinal);
-std::unique_ptr<Device> openFakeDevice();
-
-// Stream ordering, called on the submitting thread. captureStream records an event on
-// `stream` (NULL: CUDA's legacy default stream) and returns it; holdStream makes `stream`
-// wait until wait(arg) returns (a host function queued on it). eventDone polls an event from
-// captureStream; releaseEvent frees one that was not handed to Device::waitEvent.
-void* captureStream(void* stream, int device);
-void holdStream(void* stream, int device, void (*wait)(void*), void* arg);
-bool eventDone(void* event);
-void releaseEvent(void* event);
+// The stand-in GPU (kernels/fake_gpu.h). With holdByHostFunction, holdStream uses the design
+// that hung on a real GPU (a host function that waits for the release); tests use it to show
+// that the stand-in deadlocks where CUDA does.
+std::unique_ptr<Device> openFakeDevice(bool holdByHostFunction = false);
 
 }  // namespace rr

@@ -1,33 +1,61 @@
-// A stand-in GPU in host memory for tests of the engine's device path on machines without
-// one (RR_TEST_FAKE_DEVICE=1). Work is queued like on a stream and runs in order only while
-// finished() is polled, the oldest operation on its third poll, so a result that the engine
-// reads before its ticket is finished is stale; staging is filled with a pattern so that
-// bytes never written are not zeros.
+// Device on the stand-in GPU (kernels/fake_gpu.h), for RR_TEST_FAKE_DEVICE=1: the same
+// contract as the CUDA device, with the stand-in's streams in place of CUDA's. Its kernels
+// are the scalar reference; its staging is filled with a pattern so that bytes never written
+// are not zeros; allocating and freeing staging synchronise the device, as cudaHostAlloc and
+// cudaFreeHost do.
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
-#include <deque>
-#include <functional>
+#include <thread>
+
+#include <fmt/format.h>
 
 #include "kernels/device.h"
-#include "kernels/reduce.h"
 #include "kernels/dtype.h"
+#include "kernels/fake_gpu.h"
+#include "kernels/reduce.h"
 
 namespace rr {
 namespace {
 
 class FakeDevice final : public Device {
  public:
+  explicit FakeDevice(bool holdByHostFunction)
+      : hostFunction_(holdByHostFunction), stream_(fake::createStream(/*nonBlocking=*/true)) {}
+
+  ~FakeDevice() override {
+    // As the CUDA device: let every held stream go, then free the counter behind an implicit
+    // synchronisation (cudaFreeHost), so no stream still reads it. A stand-in hung past its
+    // limit (a test that hung it on purpose) leaks its stream and counter instead.
+    release(held_.load());
+    try {
+      fake::destroyStream(stream_);
+      fake::synchronizeDevice("cudaFreeHost");
+      delete counter_;
+    } catch (const std::exception&) {
+    }
+  }
+
   std::string describe() const override { return "fake GPU (host memory, for tests)"; }
   int ordinal() const override { return 0; }
   void makeCurrent() override {}
 
   void* allocStaging(size_t bytes) override {
+    sync("cudaHostAlloc");
     void* p = nullptr;
     if (posix_memalign(&p, 4096, bytes) != 0) throw DeviceError("fake device: out of memory");
     std::memset(p, 0xa5, bytes);
     return p;
   }
-  void freeStaging(void* p) override { std::free(p); }
+  void freeStaging(void* p) override {
+    try {
+      sync("cudaFreeHost");
+    } catch (const DeviceError&) {
+      // CUDA would wait forever; the memory is leaked instead.
+      return;
+    }
+    std::free(p);
+  }
 
   uint64_t reduceCopyOut(void* dst, const void* mine, const void* in, void* out, size_t count,
                          rr_dtype_t dtype, rr_op_t op, int avgRanks) override {
@@ -42,35 +70,84 @@ class FakeDevice final : public Device {
     return enqueue([=] { std::memmove(dst, src, bytes); });
   }
 
-  bool finished(uint64_t ticket) override {
-    if (!pending_.empty() && --pending_.front().polls == 0) {
-      pending_.front().run();
-      pending_.pop_front();
-      ++completed_;
+  bool finished(uint64_t ticket) override { return ticket <= completed_->load(std::memory_order_acquire); }
+
+  void* captureStream(void* stream) override {
+    fake::Event* e = fake::createEvent();
+    fake::recordEvent(e, static_cast<fake::Stream*>(stream));
+    return e;
+  }
+  void waitEvent(void* event) override {
+    fake::streamWaitEvent(stream_, static_cast<fake::Event*>(event));
+    fake::destroyEvent(static_cast<fake::Event*>(event));
+  }
+  bool eventDone(void* event) override { return fake::eventQuery(static_cast<fake::Event*>(event)); }
+  void releaseEvent(void* event) override { fake::destroyEvent(static_cast<fake::Event*>(event)); }
+
+  void holdStream(void* stream, uint64_t n) override {
+    auto* s = static_cast<fake::Stream*>(stream);
+    const auto value = static_cast<uint32_t>(n);
+    if (hostFunction_) {
+      // The design that hung on a real GPU: a host function that returns once the request
+      // is released. While it waits, the stand-in (like Hopper) starts no work on any stream.
+      fake::launchHostFunc(s, [counter = counter_, value] {
+        while (static_cast<int32_t>(counter->load(std::memory_order_acquire) - value) < 0)
+          std::this_thread::sleep_for(std::chrono::microseconds(100));
+      });
+    } else {
+      fake::streamWaitValue(s, counter_, value);
     }
-    return ticket <= completed_;
+    uint64_t h = held_.load();
+    while (h < n && !held_.compare_exchange_weak(h, n)) {
+    }
   }
 
-  void waitEvent(void*) override {}
+  void release(uint64_t n) override {
+    const auto v = static_cast<uint32_t>(n);
+    uint32_t cur = counter_->load(std::memory_order_relaxed);
+    while (static_cast<int32_t>(v - cur) > 0 &&
+           !counter_->compare_exchange_weak(cur, v, std::memory_order_release)) {
+    }
+  }
+
+  std::string streamWait() const override {
+    return hostFunction_ ? "a blocking host function on the caller's stream (the design that "
+                           "deadlocks on a real GPU; RR_TEST_HOLD_STREAM=host-function)"
+                         : "a value wait on the caller's stream (cuStreamWaitValue32's rule, "
+                           "on the stand-in GPU)";
+  }
 
  private:
-  struct Op {
-    std::function<void()> run;
-    int polls = 3;  // runs on its third poll as the oldest operation
-  };
-
-  uint64_t enqueue(std::function<void()> work) {
-    pending_.push_back(Op{std::move(work)});
-    return ++issued_;
+  void sync(const char* call) {
+    try {
+      fake::synchronizeDevice(call);
+    } catch (const std::exception& e) {
+      throw DeviceError(e.what());
+    }
   }
 
-  std::deque<Op> pending_;
+  uint64_t enqueue(std::function<void()> work) {
+    const uint64_t ticket = ++issued_;
+    fake::launch(stream_, [completed = completed_, ticket, work = std::move(work)] {
+      work();
+      completed->store(ticket, std::memory_order_release);  // one stream: in order
+    });
+    return ticket;
+  }
+
+  bool hostFunction_;
+  fake::Stream* stream_;
   uint64_t issued_ = 0;
-  uint64_t completed_ = 0;
+  // Shared with queued kernels, which may outlive a device hung on purpose.
+  std::shared_ptr<std::atomic<uint64_t>> completed_ = std::make_shared<std::atomic<uint64_t>>(0);
+  std::atomic<uint32_t>* counter_ = new std::atomic<uint32_t>(0);  // what held streams wait on
+  std::atomic<uint64_t> held_{0};
 };
 
 }  // namespace
 
-std::unique_ptr<Device> openFakeDevice() { return std::make_unique<FakeDevice>(); }
+std::unique_ptr<Device> openFakeDevice(bool holdByHostFunction) {
+  return std::make_unique<FakeDevice>(holdByHostFunction);
+}
 
 }  // namespace rr

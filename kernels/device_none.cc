@@ -11,10 +11,7 @@ namespace {
 
 bool cudaBuilt() { return false; }
 int pointerDevice(const void*) { return -1; }
+int streamDevice(void*) { noCuda(); }
 std::unique_ptr<Device> openCudaDevice(int) { noCuda(); }
-void* captureStream(void*, int) { noCuda(); }
-void holdStream(void*, int, void (*)(void*), void*) { noCuda(); }
-bool eventDone(void*) { noCuda(); }
-void releaseEvent(void*) {}
 
 }  // namespace rr

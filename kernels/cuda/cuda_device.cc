@@ -1,10 +1,17 @@
 // Device on the CUDA runtime: the engine's own non-blocking stream, a ring of events that
-// turn queued work into pollable tickets, mapped pinned staging, and the stream ordering
-// helpers of device.h. Every failed call throws DeviceError with CUDA's message.
+// turn queued work into pollable tickets, mapped pinned staging, and the two halves of
+// stream ordering (device.h): an event recorded on the caller's stream that the engine's
+// stream waits for, and a wait ON THE GPU that holds the caller's stream until the host
+// releases it (StreamWaiter below). Every failed call throws DeviceError with CUDA's message.
+#include <cuda.h>  // driver API types only: no symbol of libcuda is linked
 #include <cuda_runtime_api.h>
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <new>
+#include <thread>
 #include <utility>
 
 #include "kernels/cuda/launch.h"
@@ -54,13 +61,63 @@ class ScopedDevice {
   bool restore_ = false;
 };
 
+// How the caller's stream waits for a request: cuStreamWaitValue32 on the release counter
+// (a stream memory operation of the driver API, reached through the runtime's entry-point
+// query so that libcuda is never linked), or, where the device has no stream memory
+// operations, a one-thread kernel on the caller's stream that polls the counter.
+class StreamWaiter {
+ public:
+  using WaitValue32 = CUresult (*)(CUstream, CUdeviceptr, cuuint32_t, unsigned int);
+
+  // Probes the memory wait on `stream` (the engine's own, idle) with an already true condition.
+  void init(cudaStream_t stream, const void* counter) {
+    void* fn = nullptr;
+    cudaDriverEntryPointQueryResult found = cudaDriverEntryPointSymbolNotFound;
+    const cudaError_t rc = cudaGetDriverEntryPointByVersion("cuStreamWaitValue32", &fn, 12000,
+                                                           cudaEnableDefault, &found);
+    if (rc != cudaSuccess || found != cudaDriverEntryPointSuccess || fn == nullptr) {
+      cudaGetLastError();
+      how_ = "a polling kernel on the caller's stream (the driver has no cuStreamWaitValue32)";
+      return;
+    }
+    auto wait = reinterpret_cast<WaitValue32>(fn);
+    const CUresult probe = wait(stream, reinterpret_cast<CUdeviceptr>(counter), 0, CU_STREAM_WAIT_VALUE_GEQ);
+    if (probe != CUDA_SUCCESS) {
+      how_ = fmt::format("a polling kernel on the caller's stream (cuStreamWaitValue32 returned "
+                         "CUresult {}: no stream memory operations on this device)",
+                         static_cast<int>(probe));
+      return;
+    }
+    check(cudaStreamSynchronize(stream), "cudaStreamSynchronize (stream memory wait probe)");
+    wait_ = wait;
+    how_ = "cuStreamWaitValue32 on a counter in mapped pinned memory (stream memory operations)";
+  }
+
+  void hold(cudaStream_t stream, const void* counter, uint32_t value) const {
+    if (wait_ != nullptr) {
+      const CUresult rc = wait_(stream, reinterpret_cast<CUdeviceptr>(counter), value, CU_STREAM_WAIT_VALUE_GEQ);
+      if (rc != CUDA_SUCCESS)
+        throw DeviceError(fmt::format("cuStreamWaitValue32 on the caller's stream: CUresult {}", static_cast<int>(rc)));
+      return;
+    }
+    check(static_cast<cudaError_t>(cuda::launchWaitFlag(counter, value, stream)),
+          "the stream-wait kernel launch on the caller's stream");
+  }
+
+  const std::string& how() const { return how_; }
+
+ private:
+  WaitValue32 wait_ = nullptr;
+  std::string how_;
+};
+
 class CudaDevice final : public Device {
  public:
   explicit CudaDevice(int ordinal) : ordinal_(ordinal) {
     const ScopedDevice scope(ordinal_);
     try {
-      // Non-blocking: a caller's stream held by holdStream (the legacy default stream
-      // included) must never hold up the engine's own work.
+      // Non-blocking: the engine's stream is ordered with no caller's stream (the legacy
+      // default stream included) except through the events it waits for.
       check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
       for (auto& e : events_) check(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreateWithFlags");
       int sms = 0;
@@ -69,19 +126,32 @@ class CudaDevice final : public Device {
       cudaDeviceProp prop{};
       check(cudaGetDeviceProperties(&prop, ordinal_), "cudaGetDeviceProperties");
       name_ = fmt::format("GPU {} ({}, sm_{}{})", ordinal_, prop.name, prop.major, prop.minor);
+      void* counter = nullptr;
+      check(cudaHostAlloc(&counter, 64, cudaHostAllocMapped | cudaHostAllocPortable),
+            "cudaHostAlloc (release counter)");
+      counter_ = new (counter) std::atomic<uint32_t>(0);
+      void* onDevice = nullptr;
+      check(cudaHostGetDevicePointer(&onDevice, counter, 0), "cudaHostGetDevicePointer");
+      if (onDevice != counter)
+        throw DeviceError("pinned memory is mapped at a different device address: this platform "
+                          "lacks unified virtual addressing");
+      waiter_.init(stream_, counter_);
     } catch (...) {
-      release();
+      destroy();
       throw;
     }
   }
 
   ~CudaDevice() override {
-    // No ScopedDevice here: a destructor must not throw.
+    // No ScopedDevice here: a destructor must not throw. Let every held stream go, wait
+    // (bounded) for the engine's stream, then free.
     int previous = -1;
     if (cudaGetDevice(&previous) != cudaSuccess) previous = -1;
     if (previous != ordinal_) cudaSetDevice(ordinal_);
-    cudaStreamSynchronize(stream_);
-    release();
+    release(held_.load());
+    for (int i = 0; i < 3000 && cudaStreamQuery(stream_) == cudaErrorNotReady; ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    destroy();
     if (previous >= 0 && previous != ordinal_) cudaSetDevice(previous);
   }
 
@@ -128,6 +198,16 @@ class CudaDevice final : public Device {
     return true;
   }
 
+  void* captureStream(void* stream) override {
+    const ScopedDevice scope(ordinal_);
+    cudaEvent_t e = nullptr;
+    check(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreateWithFlags");
+    const cudaError_t rc = cudaEventRecord(e, static_cast<cudaStream_t>(stream));
+    if (rc != cudaSuccess) cudaEventDestroy(e);
+    check(rc, "cudaEventRecord on the caller's stream");
+    return e;
+  }
+
   void waitEvent(void* event) override {
     auto e = static_cast<cudaEvent_t>(event);
     const cudaError_t rc = cudaStreamWaitEvent(stream_, e, 0);
@@ -135,13 +215,42 @@ class CudaDevice final : public Device {
     check(rc, "cudaStreamWaitEvent");
   }
 
+  bool eventDone(void* event) override {
+    const cudaError_t rc = cudaEventQuery(static_cast<cudaEvent_t>(event));
+    if (rc == cudaErrorNotReady) return false;
+    check(rc, "cudaEventQuery on the caller's stream");
+    return true;
+  }
+
+  void releaseEvent(void* event) override { cudaEventDestroy(static_cast<cudaEvent_t>(event)); }
+
+  void holdStream(void* stream, uint64_t n) override {
+    const ScopedDevice scope(ordinal_);
+    waiter_.hold(static_cast<cudaStream_t>(stream), counter_, static_cast<uint32_t>(n));
+    uint64_t h = held_.load();
+    while (h < n && !held_.compare_exchange_weak(h, n)) {
+    }
+  }
+
+  void release(uint64_t n) override {
+    // Cyclic max: the counter only moves forward.
+    const auto v = static_cast<uint32_t>(n);
+    uint32_t cur = counter_ != nullptr ? counter_->load(std::memory_order_relaxed) : v;
+    while (counter_ != nullptr && static_cast<int32_t>(v - cur) > 0 &&
+           !counter_->compare_exchange_weak(cur, v, std::memory_order_release)) {
+    }
+  }
+
+  std::string streamWait() const override { return waiter_.how(); }
+
  private:
   static constexpr uint64_t kEvents = 256;  // far more than the engine keeps in flight
 
-  void release() {
+  void destroy() {
     for (auto& e : events_)
       if (e != nullptr) cudaEventDestroy(std::exchange(e, nullptr));
     if (stream_ != nullptr) cudaStreamDestroy(std::exchange(stream_, nullptr));
+    if (counter_ != nullptr) cudaFreeHost(std::exchange(counter_, nullptr));
   }
 
   uint64_t record() {
@@ -161,6 +270,9 @@ class CudaDevice final : public Device {
   uint64_t issued_ = 0;
   uint64_t completed_ = 0;
   int maxBlocks_ = 1;
+  std::atomic<uint32_t>* counter_ = nullptr;  // in mapped pinned memory; the GPU reads it
+  std::atomic<uint64_t> held_{0};             // the largest n a stream was held for
+  StreamWaiter waiter_;
 };
 
 }  // namespace
@@ -178,31 +290,16 @@ int pointerDevice(const void* p) {
   return attr.type == cudaMemoryTypeDevice ? attr.device : -1;
 }
 
+int streamDevice(void* stream) {
+  int device = 0;
+  if (stream == nullptr) {
+    check(cudaGetDevice(&device), "cudaGetDevice");
+    return device;
+  }
+  check(cudaStreamGetDevice(static_cast<cudaStream_t>(stream), &device), "cudaStreamGetDevice");
+  return device;
+}
+
 std::unique_ptr<Device> openCudaDevice(int ordinal) { return std::make_unique<CudaDevice>(ordinal); }
-
-void* captureStream(void* stream, int device) {
-  const ScopedDevice scope(device);
-  cudaEvent_t e = nullptr;
-  check(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreateWithFlags");
-  const cudaError_t rc = cudaEventRecord(e, static_cast<cudaStream_t>(stream));
-  if (rc != cudaSuccess) cudaEventDestroy(e);
-  check(rc, "cudaEventRecord on the caller's stream");
-  return e;
-}
-
-void holdStream(void* stream, int device, void (*wait)(void*), void* arg) {
-  const ScopedDevice scope(device);
-  check(cudaLaunchHostFunc(static_cast<cudaStream_t>(stream), wait, arg),
-        "cudaLaunchHostFunc on the caller's stream");
-}
-
-bool eventDone(void* event) {
-  const cudaError_t rc = cudaEventQuery(static_cast<cudaEvent_t>(event));
-  if (rc == cudaErrorNotReady) return false;
-  check(rc, "cudaEventQuery on the caller's stream");
-  return true;
-}
-
-void releaseEvent(void* event) { cudaEventDestroy(static_cast<cudaEvent_t>(event)); }
 
 }  // namespace rr

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 
 #include "ringreduce/ringreduce.h"
 
@@ -19,5 +20,9 @@ int launchReduceCopyOut(void* dst, const void* mine, const void* in, void* out, 
 // dst[0..bytes) = src[0..bytes), in the widest of 16/8/4/2/1-byte words that both pointers
 // and the length allow. Either side may be device or mapped pinned host memory.
 int launchCopy(void* dst, const void* src, size_t bytes, int maxBlocks, void* stream);
+
+// A one-thread kernel on `stream` that returns once (int32_t)(*flag - value) >= 0; `flag` is
+// mapped pinned host memory. The fallback of a stream memory wait (cuStreamWaitValue32).
+int launchWaitFlag(const void* flag, uint32_t value, void* stream);
 
 }  // namespace rr::cuda

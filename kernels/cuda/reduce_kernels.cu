@@ -102,6 +102,13 @@ int launchOp(void* dst, const void* mine, const void* in, void* out, size_t coun
   return static_cast<int>(cudaErrorInvalidValue);
 }
 
+// The fallback of holdStream (cuda_device.cc) where the device has no stream memory
+// operations: one thread that waits until (int32_t)(*flag - value) >= 0, the same cyclic
+// comparison as cuStreamWaitValue32's GEQ. The host writes the flag in mapped pinned memory.
+__global__ void waitFlagKernel(const volatile uint32_t* flag, uint32_t value) {
+  while (static_cast<int32_t>(*flag - value) < 0) __nanosleep(2000);
+}
+
 }  // namespace
 
 int launchReduceCopyOut(void* dst, const void* mine, const void* in, void* out, size_t count,
@@ -139,6 +146,11 @@ int launchCopy(void* dst, const void* src, size_t bytes, int maxBlocks, void* st
   if (all % 4 == 0) return launch(uint32_t{});
   if (all % 2 == 0) return launch(uint16_t{});
   return launch(uint8_t{});
+}
+
+int launchWaitFlag(const void* flag, uint32_t value, void* stream) {
+  waitFlagKernel<<<1, 1, 0, static_cast<cudaStream_t>(stream)>>>(static_cast<const volatile uint32_t*>(flag), value);
+  return static_cast<int>(cudaGetLastError());
 }
 
 }  // namespace rr::cuda

@@ -1,0 +1,60 @@
+// HostPass; see host_pass.h.
+#include "engine/host_pass.h"
+
+namespace rr {
+
+bool HostPass::postSends(PassCounters& c) {
+  bool moved = false;
+  while (c.sendPosted < s_.numUnits() && c.sendPosted - c.sendDone < PassShape::kInSlots) {
+    const Unit u = s_.unit(c.sendPosted);
+    if (u.dependsOn >= 0 && c.recvDone <= static_cast<size_t>(u.dependsOn)) break;
+    if (u.sendFrom != Buffer::kNone) {
+      const uint8_t* from = u.sendFrom == Buffer::kSend   ? send_ + u.sendOffset * es_
+                            : u.sendFrom == Buffer::kRecv ? recv_ + u.sendOffset * es_
+                                                          : outSlot(u.sendOffset);
+      right_.postSend(from, u.sendCount * es_, FrameType::kData);
+    }
+    sendMsgAfter_[c.sendPosted % PassShape::kRing] = right_.sendsPosted();
+    ++c.sendPosted;
+    moved = true;
+  }
+  return moved;
+}
+
+bool HostPass::postRecvs(PassCounters& c) {
+  const size_t depth = static_cast<size_t>(s_.depth());
+  bool moved = false;
+  while (c.recvPosted < s_.numUnits() && c.recvPosted < c.recvDone + PassShape::kInSlots) {
+    const size_t k = c.recvPosted;
+    const Unit u = s_.unit(k);
+    // The out-slot this unit fills was last read by the send of unit k - kOutSlots + depth.
+    if (u.recvInto == Buffer::kStage && k + depth >= PassShape::kOutSlots &&
+        c.sendDone <= k + depth - PassShape::kOutSlots)
+      break;
+    if (u.recvInto != Buffer::kNone) {
+      uint8_t* into = u.reduce ? inSlot(k) : recv_ + u.recvOffset * es_;
+      left_.postRecv(into, u.recvCount * es_, FrameType::kData);
+    }
+    recvMsgAfter_[k % PassShape::kRing] = left_.recvsPosted();
+    ++c.recvPosted;
+    moved = true;
+  }
+  return moved;
+}
+
+bool HostPass::completeRecvs(PassCounters& c) {
+  bool moved = false;
+  while (c.recvDone < c.recvPosted && left_.recvsDone() >= recvMsgAfter_[c.recvDone % PassShape::kRing]) {
+    const Unit u = s_.unit(c.recvDone);
+    if (u.recvInto != Buffer::kNone && u.reduce) {
+      uint8_t* dst = u.recvInto == Buffer::kStage ? outSlot(u.recvOffset) : recv_ + u.recvOffset * es_;
+      reduce_(dst, send_ + u.reduceOffset * es_, inSlot(c.recvDone), u.recvCount, dtype_, op_);
+      if (u.lastReduce && op_ == RR_AVG) finalizeAvg(dst, u.recvCount, dtype_, size_);
+    }
+    ++c.recvDone;
+    moved = true;
+  }
+  return moved;
+}
+
+}  // namespace rr

@@ -1,0 +1,199 @@
+// The stand-in GPU keeps CUDA's rules (kernels/fake_gpu.h): each rule is checked here, and
+// in particular that the stand-in fails where a real GPU fails (a host function that waits
+// for other device work deadlocks; an implicit synchronisation waits for a held stream).
+// Waits are bounded: a rule that does not hold fails the test, it never hangs it.
+#include <catch2/catch.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "kernels/fake_gpu.h"
+
+namespace fake = rr::fake;
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+// Waits up to `limit` for `flag`; true if it was set.
+bool waitFor(const std::atomic<bool>& flag, std::chrono::milliseconds limit) {
+  const auto until = Clock::now() + limit;
+  while (!flag.load() && Clock::now() < until) std::this_thread::sleep_for(100us);
+  return flag.load();
+}
+
+}  // namespace
+
+TEST_CASE("stand-in rule 1: one stream runs in order, streams run concurrently") {
+  fake::Stream* a = fake::createStream();
+  fake::Stream* b = fake::createStream();
+  std::vector<int> seen;
+  for (int i = 0; i < 20; ++i) fake::launch(a, [&seen, i] { seen.push_back(i); });
+  REQUIRE(fake::streamSynchronize(a, 5000ms));
+  for (int i = 0; i < 20; ++i) REQUIRE(seen[static_cast<size_t>(i)] == i);
+  // A kernel on a waits for one on b: only concurrent streams let both finish.
+  std::atomic<bool> fromB{false}, aSaw{false};
+  fake::launch(a, [&] { aSaw = waitFor(fromB, 5000ms); });
+  fake::launch(b, [&] { fromB = true; });
+  REQUIRE(fake::streamSynchronize(a, 10000ms));
+  REQUIRE(aSaw.load());
+  fake::destroyStream(a);
+  fake::destroyStream(b);
+}
+
+TEST_CASE("stand-in rule 2: a running host function stalls every stream, so one that waits "
+          "for device work deadlocks") {
+  fake::Stream* a = fake::createStream();
+  fake::Stream* lib = fake::createStream(/*nonBlocking=*/true);
+  std::atomic<bool> kernelRan{false}, hostSawKernel{true}, hostStarted{false};
+  // The host function waits (bounded) for a kernel on another stream, as the old holdStream
+  // design waited for the engine's kernels. On Hopper that kernel never starts.
+  fake::launchHostFunc(a, [&] {
+    hostStarted = true;
+    hostSawKernel = waitFor(kernelRan, 300ms);
+  });
+  REQUIRE(waitFor(hostStarted, 5000ms));
+  fake::launch(lib, [&] { kernelRan = true; });
+  REQUIRE(fake::streamSynchronize(a, 5000ms));
+  CHECK_FALSE(hostSawKernel.load());  // the deadlock, bounded here by the host function's limit
+  REQUIRE(fake::streamSynchronize(lib, 5000ms));
+  CHECK(kernelRan.load());  // and the kernel runs once the host function returned
+  fake::destroyStream(a);
+  fake::destroyStream(lib);
+}
+
+TEST_CASE("stand-in rule 3: event and value waits hold only their own stream") {
+  fake::Stream* a = fake::createStream();
+  fake::Stream* b = fake::createStream();
+  fake::Stream* c = fake::createStream();
+  std::atomic<bool> release{false}, afterEvent{false}, afterValue{false}, other{false};
+  fake::Event* e = fake::createEvent();
+  fake::launch(a, [&] { waitFor(release, 5000ms); });
+  fake::recordEvent(e, a);
+  fake::streamWaitEvent(b, e);
+  fake::launch(b, [&] { afterEvent = true; });
+  std::atomic<uint32_t> counter{0};
+  fake::streamWaitValue(c, &counter, 3);
+  fake::launch(c, [&] { afterValue = true; });
+  fake::Stream* d = fake::createStream();
+  fake::launch(d, [&] { other = true; });
+  REQUIRE(fake::streamSynchronize(d, 5000ms));
+  CHECK(other.load());
+  std::this_thread::sleep_for(5ms);
+  CHECK_FALSE(afterEvent.load());
+  CHECK_FALSE(fake::eventQuery(e));
+  CHECK_FALSE(afterValue.load());
+  counter = 2;  // not yet: the wait is (int32_t)(*addr - 3) >= 0
+  std::this_thread::sleep_for(5ms);
+  CHECK_FALSE(afterValue.load());
+  counter = 3;
+  REQUIRE(fake::streamSynchronize(c, 5000ms));
+  CHECK(afterValue.load());
+  release = true;
+  REQUIRE(fake::streamSynchronize(b, 5000ms));
+  CHECK(afterEvent.load());
+  CHECK(fake::eventQuery(e));
+  // A wait queued after a newer record waits for that record, not the old one.
+  std::atomic<bool> gate{false}, afterSecond{false};
+  fake::launch(a, [&] { waitFor(gate, 5000ms); });
+  fake::recordEvent(e, a);
+  fake::streamWaitEvent(b, e);
+  fake::launch(b, [&] { afterSecond = true; });
+  std::this_thread::sleep_for(5ms);
+  CHECK_FALSE(afterSecond.load());
+  gate = true;
+  REQUIRE(fake::streamSynchronize(b, 5000ms));
+  CHECK(afterSecond.load());
+  // Cyclic comparison across the 32-bit wrap.
+  counter = 0xfffffff0u;
+  std::atomic<bool> wrapped{false};
+  fake::streamWaitValue(c, &counter, 0x10u);
+  fake::launch(c, [&] { wrapped = true; });
+  std::this_thread::sleep_for(5ms);
+  CHECK_FALSE(wrapped.load());
+  counter = 0x10u;
+  REQUIRE(fake::streamSynchronize(c, 5000ms));
+  CHECK(wrapped.load());
+  fake::destroyEvent(e);
+  for (auto* s : {a, b, c, d}) fake::destroyStream(s);
+}
+
+TEST_CASE("stand-in rule 4: stream NULL is ordered with blocking streams, not non-blocking ones") {
+  fake::Stream* blocking = fake::createStream();
+  fake::Stream* nonBlocking = fake::createStream(/*nonBlocking=*/true);
+  std::atomic<uint32_t> counter{0};
+  std::atomic<bool> onBlocking{false}, onNonBlocking{false};
+  fake::streamWaitValue(nullptr, &counter, 1);  // stream NULL held
+  fake::launch(blocking, [&] { onBlocking = true; });
+  fake::launch(nonBlocking, [&] { onNonBlocking = true; });
+  REQUIRE(fake::streamSynchronize(nonBlocking, 5000ms));
+  CHECK(onNonBlocking.load());
+  std::this_thread::sleep_for(5ms);
+  CHECK_FALSE(onBlocking.load());
+  counter = 1;
+  REQUIRE(fake::streamSynchronize(blocking, 5000ms));
+  CHECK(onBlocking.load());
+  // And work on stream NULL waits for earlier work on a blocking stream.
+  std::atomic<bool> gate{false}, onLegacy{false};
+  fake::launch(blocking, [&] { waitFor(gate, 5000ms); });
+  fake::launch(nullptr, [&] { onLegacy = true; });
+  std::this_thread::sleep_for(5ms);
+  CHECK_FALSE(onLegacy.load());
+  gate = true;
+  REQUIRE(fake::streamSynchronize(nullptr, 5000ms));
+  CHECK(onLegacy.load());
+  fake::destroyStream(blocking);
+  fake::destroyStream(nonBlocking);
+}
+
+TEST_CASE("stand-in rule 5: an implicit synchronisation waits for every stream, and fails "
+          "naming a stream that never finishes") {
+  fake::Stream* a = fake::createStream();
+  std::atomic<bool> done{false};
+  fake::launch(a, [&] {
+    std::this_thread::sleep_for(20ms);
+    done = true;
+  });
+  fake::synchronizeDevice("cudaHostAlloc");
+  CHECK(done.load());
+  std::atomic<uint32_t> counter{0};
+  fake::streamWaitValue(a, &counter, 1);
+  fake::setSyncLimitForTests(200ms);
+  std::string message;
+  try {
+    fake::synchronizeDevice("cudaFreeHost");
+  } catch (const std::runtime_error& e) {
+    message = e.what();
+  }
+  fake::setSyncLimitForTests(std::chrono::duration_cast<std::chrono::milliseconds>(fake::kSyncLimit));
+  INFO(message);
+  CHECK(message.find("cudaFreeHost") != std::string::npos);
+  CHECK(message.find("a value wait") != std::string::npos);
+  counter = 1;
+  fake::destroyStream(a);
+}
+
+TEST_CASE("stand-in rules 6 and 7: kernels finish late; a host function may not call CUDA") {
+  fake::Stream* a = fake::createStream();
+  std::atomic<bool> ran{false};
+  const auto t0 = Clock::now();
+  fake::launch(a, [&] { ran = true; });
+  const bool early = ran.load();
+  if (Clock::now() - t0 < fake::kLatency) CHECK_FALSE(early);
+  REQUIRE(fake::streamSynchronize(a, 5000ms));
+  CHECK(ran.load());
+  std::string message;
+  fake::launchHostFunc(a, [&] {
+    try {
+      fake::launch(a, [] {});
+    } catch (const std::logic_error& e) {
+      message = e.what();
+    }
+  });
+  REQUIRE(fake::streamSynchronize(a, 5000ms));
+  CHECK(message.find("called from a host function") != std::string::npos);
+  fake::destroyStream(a);
+}
