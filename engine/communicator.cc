@@ -125,6 +125,11 @@ void Communicator::connect() {
                                              config_.timeoutMs, [this] { onIdle(); }, &aborted_);
   monitor_ = std::make_unique<StallMonitor>(config_.rank, config_.size, &sockets_->bootstrap,
                                             config_.stallWarnS, *log_);
+  // At a timeout, rank 0 names who holds the job up; the wait for its answer is bounded.
+  const auto askFor = std::chrono::milliseconds(std::clamp(config_.timeoutMs / 2, 100, 1000));
+  engine_->setExplain([this, askFor](const StallState&) {
+    return monitor_->explain(queue_.lastSubmitted(), stallState(), askFor);
+  });
   if (config_.fusionBytes > 0) {
     void* p = nullptr;
     if (posix_memalign(&p, 4096, config_.fusionBytes) != 0)
@@ -311,7 +316,7 @@ void Communicator::progressLoop() {
       poison(Error(RR_ERR_ABORTED, fmt::format("rank {}: rr_comm_abort was called", config_.rank)),
              queue_.lastSubmitted());
     }
-    if (monitor_) monitor_->poll(queue_.lastSubmitted());
+    if (monitor_) monitor_->poll(queue_.lastSubmitted(), StallState{});
     std::shared_ptr<Request> front = queue_.front(std::chrono::milliseconds(100));
     if (!front) {
       if (queue_.closed()) return;
@@ -345,7 +350,6 @@ void Communicator::runNext(const std::shared_ptr<Request>& front) {
   const Clock::time_point waitStart = Clock::now();
   current_ = front->desc;
   currentBytes_ = front->bytes;
-  currentSince_ = waitStart;
   if (config_.size == 1) {
     auto ops = inFlight_ = queue_.pop(1);
     runLocal(*ops[0], prepare(*ops[0]));
@@ -472,10 +476,15 @@ void Communicator::runLocal(const Request& r, Device* device) {
     std::memmove(r.recv, r.send, r.bytes);
 }
 
+StallState Communicator::stallState() const {
+  StallState s = engine_->stall();
+  s.kind = current_.kind;
+  s.bytes = currentBytes_;
+  return s;
+}
+
 void Communicator::onIdle() {
-  if (!monitor_) return;
-  monitor_->poll(queue_.lastSubmitted());
-  monitor_->check(current_, currentBytes_, currentSince_, queue_.lastSubmitted());
+  if (monitor_) monitor_->poll(queue_.lastSubmitted(), stallState());
 }
 
 void Communicator::poison(const Error& error, uint64_t seq) {

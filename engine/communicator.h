@@ -23,6 +23,7 @@
 #include "engine/config.h"
 #include "engine/op_queue.h"
 #include "engine/request.h"
+#include "engine/stall_monitor.h"
 #include "ringreduce/ringreduce.h"
 
 namespace spdlog {
@@ -35,7 +36,6 @@ class Device;
 class Error;
 class Link;
 class ProgressEngine;
-class StallMonitor;
 class StreamOrder;
 class Timeline;
 class Waker;
@@ -82,6 +82,7 @@ class Communicator {
   void openDevice(int ordinal, const char* name);
   void waitDevice(Device& device, uint64_t ticket, const Request& r);
   void onIdle();
+  StallState stallState() const;  // the engine's, with the current op's kind and bytes
   void poison(const Error& error, uint64_t seq);
   std::optional<std::pair<rr_result_t, std::string>> stickyError();
 
@@ -106,7 +107,6 @@ class Communicator {
   // The collective the progress thread works on, for the stall monitor.
   OpDesc current_{};
   size_t currentBytes_ = 0;
-  Clock::time_point currentSince_{};
 
   std::atomic<bool> aborted_{false};
   std::unique_ptr<Waker> waker_;

@@ -63,13 +63,16 @@ GroupHeader ProgressEngine::receiveHeader(const OpDesc& next) {
   if (pendingAbort_) throw *pendingAbort_;
   const uint64_t index = left_->recvsPosted();
   left_->postRecv(leftHeader_, sizeof leftHeader_, FrameType::kOpHeader);
+  const Clock::time_point start = Clock::now();
   Clock::time_point until = deadline();
   while (left_->recvsDone() <= index) {
     if (progressLinks(next.seq)) continue;
+    stalledOn(next.seq, WaitingOn::kLeft, start);
     if (Clock::now() >= until)
       timeout(describeOp(next) + ": waiting for the left neighbour to start it", true, 0, 1);
     wait(until);
   }
+  stalledOn(0, WaitingOn::kNothing, {});
   return GroupHeader::decode(leftHeader_, (rank_ - 1 + size_) % size_);
 }
 
@@ -77,13 +80,16 @@ void ProgressEngine::sendHeader(const GroupHeader& header) {
   header.encode(sentHeader_);
   const uint64_t index = right_->sendsPosted();
   right_->postSend(sentHeader_, sizeof sentHeader_, FrameType::kOpHeader);
+  const Clock::time_point start = Clock::now();
   Clock::time_point until = deadline();
   while (right_->sendsDone() <= index) {
     if (progressLinks(header.firstSeq)) continue;
+    stalledOn(header.firstSeq, WaitingOn::kRight, start);
     if (Clock::now() >= until)
       timeout(describeOp(header.opAt(0)) + ": sending the fusion proposal", false, 0, 1);
     wait(until);
   }
+  stalledOn(0, WaitingOn::kNothing, {});
 }
 
 PassTimes ProgressEngine::run(const RingSchedule& s, const GroupHeader& h, const void* send,
@@ -113,6 +119,7 @@ PassTimes ProgressEngine::run(const RingSchedule& s, const GroupHeader& h, const
   const size_t n = s.numUnits();
   const size_t reduceEnd = s.reduceEnd();
   PassCounters c;
+  Clock::time_point lastMoved = Clock::now();
   Clock::time_point until = deadline();
   while (c.recvDone < n || c.sendDone < n || !headerOk || right_->sendsDone() <= headerSendMsg) {
     checkAborted();
@@ -132,12 +139,19 @@ PassTimes ProgressEngine::run(const RingSchedule& s, const GroupHeader& h, const
     moved |= pass->completeSends(c);
     assert(c.recvPosted >= c.recvDone && c.sendPosted >= c.sendDone);
     if (moved) {
-      until = deadline();
+      lastMoved = Clock::now();
+      until = lastMoved + std::chrono::milliseconds(timeoutMs_);
+      stall_.on = WaitingOn::kNothing;
       continue;
     }
-    const std::string what =
-        describeOp(h.opAt(0)) + (h.numOps > 1 ? fmt::format(" (fused with {} more)", h.numOps - 1) : "");
+    const bool devicePending = pass->devicePending(c);
+    stalledOn(h.firstSeq, devicePending ? WaitingOn::kDevice
+                          : !headerOk || c.recvDone < n ? WaitingOn::kLeft
+                                                        : WaitingOn::kRight,
+              lastMoved);
     if (Clock::now() >= until) {
+      const std::string what =
+          describeOp(h.opAt(0)) + (h.numOps > 1 ? fmt::format(" (fused with {} more)", h.numOps - 1) : "");
       if (const std::string stalled = pass->stalledOnDevice(c); !stalled.empty()) {
         if (pendingAbort_) throw *pendingAbort_;
         fail(RR_ERR_TIMEOUT, "{}: no progress for {} ms on rank {}: {}", what, timeoutMs_, rank_, stalled);
@@ -146,8 +160,9 @@ PassTimes ProgressEngine::run(const RingSchedule& s, const GroupHeader& h, const
       timeout(what, left, left ? c.recvDone : c.sendDone, n);
     }
     // Device work has no fd to wake the wait: poll instead of sleeping while it runs.
-    wait(until, pass->devicePending(c));
+    wait(until, devicePending);
   }
+  stalledOn(0, WaitingOn::kNothing, {});
   times.end = Clock::now();
   if (reduceEnd == 0) times.reduced = times.peers;
   return times;
@@ -160,8 +175,8 @@ bool ProgressEngine::progressLinks(uint64_t seq) {
       moved |= link->progress();
     } catch (const Error& e) {
       if (e.origin() < 0 || e.seq() <= seq || pendingAbort_) throw;
+      // Not progress: the deadline of this pass still runs from its last real progress.
       pendingAbort_ = e;
-      moved = true;
     }
   }
   return moved;
@@ -183,20 +198,43 @@ void ProgressEngine::wait(Clock::time_point until, bool devicePending) {
   checkAborted();
 }
 
+void ProgressEngine::stalledOn(uint64_t seq, WaitingOn on, Clock::time_point since) {
+  if (on == WaitingOn::kNothing) {
+    stall_ = StallState{};
+    return;
+  }
+  if (stall_.seq != seq || stall_.on != on) {
+    stall_.seq = seq;
+    stall_.on = on;
+    stall_.since = since;
+    stall_.gpu = device_ != nullptr ? device_->ordinal() : -1;
+  }
+}
+
 void ProgressEngine::timeout(const std::string& what, bool waitingForLeft, size_t done,
                              size_t total) {
   if (pendingAbort_) throw *pendingAbort_;
   const int left = (rank_ - 1 + size_) % size_;
   const int right = (rank_ + 1) % size_;
+  // Rank 0's view of who holds the job up leads the message when it has one.
+  std::string cause = explain_ ? explain_(stall_) : "";
+  if (!cause.empty()) cause += "; ";
+  // A neighbour's abort that came while rank 0 was asked carries the first failure: it wins.
+  try {
+    progressLinks(stall_.seq);
+  } catch (const Error& e) {
+    if (e.origin() >= 0) throw;
+  }
+  if (pendingAbort_) throw *pendingAbort_;
   if (waitingForLeft)
     fail(RR_ERR_TIMEOUT,
-         "{}: no progress for {} ms on rank {}: waiting for data from rank {} (left neighbour); "
-         "{} of {} segments received",
-         what, timeoutMs_, rank_, left, done, total);
+         "{}: {}no progress for {} ms on rank {}: waiting for data from rank {} (left "
+         "neighbour); {} of {} segments received",
+         what, cause, timeoutMs_, rank_, left, done, total);
   fail(RR_ERR_TIMEOUT,
-       "{}: no progress for {} ms on rank {}: waiting for rank {} (right neighbour) to take data; "
-       "{} of {} segments sent",
-       what, timeoutMs_, rank_, right, done, total);
+       "{}: {}no progress for {} ms on rank {}: waiting for rank {} (right neighbour) to take "
+       "data; {} of {} segments sent",
+       what, cause, timeoutMs_, rank_, right, done, total);
 }
 
 }  // namespace rr

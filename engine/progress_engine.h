@@ -23,6 +23,7 @@
 
 #include "engine/op_header.h"
 #include "engine/pass.h"
+#include "engine/stall_monitor.h"
 #include "engine/ring_schedule.h"
 #include "kernels/device.h"
 #include "kernels/reduce.h"
@@ -48,6 +49,11 @@ class ProgressEngine {
   ~ProgressEngine();
 
   size_t segmentBytes() const { return segmentBytes_; }
+  // What the engine is stalled on now (seq 0: not in a collective; on kNothing: moving).
+  // Kind and bytes are the caller's to fill in.
+  const StallState& stall() const { return stall_; }
+  // At a timeout, asks for the cause (StallMonitor::explain); its answer leads the message.
+  void setExplain(std::function<std::string(const StallState&)> explain) { explain_ = std::move(explain); }
   // Allocates the pinned staging of device passes, once; later passes must use the same
   // device. Called on the submitting thread when the communicator opens its GPU, before any
   // request holds a stream (the allocation synchronises the device).
@@ -70,6 +76,8 @@ class ProgressEngine {
   void wait(Clock::time_point deadline, bool devicePending = false);
   [[noreturn]] void timeout(const std::string& what, bool waitingForLeft, size_t done,
                             size_t total);
+  // Marks the engine stalled in op `seq` on `on` since `since` (kNothing: it moved).
+  void stalledOn(uint64_t seq, WaitingOn on, Clock::time_point since);
   Clock::time_point deadline() const;
   void checkAborted() const;
 
@@ -88,6 +96,8 @@ class ProgressEngine {
   Device* device_ = nullptr;         // set by attachDevice
   uint8_t* devStaging_ = nullptr;    // device passes' in-, out- and send-slots, pinned by device_
   std::optional<Error> pendingAbort_;
+  StallState stall_;
+  std::function<std::string(const StallState&)> explain_;
   uint8_t sentHeader_[GroupHeader::kBytes] = {};
   uint8_t leftHeader_[GroupHeader::kBytes] = {};
 };

@@ -1,6 +1,13 @@
 // StallMonitor; see stall_monitor.h.
+//
+// Wire (little-endian, field by field): a report, 48 bytes, rank -> rank 0:
+//   magic "RRRP" u32 | rank u32 | last submitted u64 | stalled op u64 (0: none) |
+//   its bytes u64 | stalled for ms u32 | kind u8 | waiting on u8 | question u8 | gpu u8 |
+//   reserved u64
+// and an answer, rank 0 -> rank: magic "RRAN" u32 | length u32 | text (at most 4 KiB).
 #include "engine/stall_monitor.h"
 
+#include <poll.h>
 #include <spdlog/spdlog.h>
 #include <sys/socket.h>
 
@@ -14,13 +21,19 @@ namespace rr {
 namespace {
 
 constexpr uint32_t kReportMagic = 0x52525250;  // "RRRP"
-constexpr size_t kReportBytes = 16;
+constexpr uint32_t kAnswerMagic = 0x5252414e;  // "RRAN"
+constexpr size_t kReportBytes = 48;
+constexpr size_t kMaxAnswer = 4096;
 
-std::string humanBytes(size_t bytes) {
-  if (bytes >= (size_t{1} << 30)) return fmt::format("{:.1f} GiB", bytes / double(1 << 30));
-  if (bytes >= (size_t{1} << 20)) return fmt::format("{:.1f} MiB", bytes / double(1 << 20));
+std::string humanBytes(uint64_t bytes) {
+  if (bytes >= (uint64_t{1} << 30)) return fmt::format("{:.1f} GiB", bytes / double(1 << 30));
+  if (bytes >= (uint64_t{1} << 20)) return fmt::format("{:.1f} MiB", bytes / double(1 << 20));
   if (bytes >= 1024) return fmt::format("{:.1f} KiB", bytes / 1024.0);
   return fmt::format("{} B", bytes);
+}
+
+bool stalled(const StallState& s, Clock::time_point now) {
+  return s.seq != 0 && s.on != WaitingOn::kNothing && now - s.since >= StallMonitor::kStalledAfter;
 }
 
 }  // namespace
@@ -33,32 +46,55 @@ StallMonitor::StallMonitor(int rank, int size, std::vector<Fd>* bootstrap, doubl
       warn_(static_cast<int64_t>(warnSeconds * 1000)),
       interval_(std::min<int64_t>(1000, std::max<int64_t>(10, warn_.count() / 4))),
       log_(log),
-      lastSubmitted_(static_cast<size_t>(size), 0),
+      status_(static_cast<size_t>(size)),
       partial_(static_cast<size_t>(size)) {}
 
-void StallMonitor::poll(uint64_t lastSubmitted) {
-  if (size_ == 1 || bootstrap_ == nullptr) return;
+void StallMonitor::send(uint64_t lastSubmitted, const StallState& own, bool question) {
+  const auto now = Clock::now();
+  const bool isStalled = stalled(own, now);
+  uint8_t msg[kReportBytes] = {};
+  wire::put32(msg, kReportMagic);
+  wire::put32(msg + 4, static_cast<uint32_t>(rank_));
+  wire::put64(msg + 8, lastSubmitted);
+  wire::put64(msg + 16, isStalled || question ? own.seq : 0);
+  wire::put64(msg + 24, own.bytes);
+  wire::put32(msg + 32, static_cast<uint32_t>(std::min<int64_t>(
+                            std::chrono::duration_cast<std::chrono::milliseconds>(now - own.since).count(),
+                            UINT32_MAX)));
+  msg[36] = static_cast<uint8_t>(own.kind);
+  msg[37] = static_cast<uint8_t>(isStalled || question ? own.on : WaitingOn::kNothing);
+  msg[38] = question ? 1 : 0;
+  msg[39] = static_cast<uint8_t>(own.gpu < 0 ? 0xff : std::min(own.gpu, 0xfe));
+  // A report that does not fit now is simply sent later; rank 0 may be gone.
+  if (::send((*bootstrap_)[0].get(), msg, sizeof msg, MSG_DONTWAIT | MSG_NOSIGNAL) ==
+      static_cast<ssize_t>(sizeof msg)) {
+    reported_ = lastSubmitted;
+    lastReport_ = now;
+  }
+}
+
+void StallMonitor::poll(uint64_t lastSubmitted, const StallState& own) {
+  if (size_ == 1 || bootstrap_ == nullptr || bootstrap_->empty()) return;
   const auto now = Clock::now();
   if (rank_ != 0) {
-    if (lastSubmitted == reported_ || now - lastReport_ < interval_ || bootstrap_->empty()) return;
-    uint8_t msg[kReportBytes];
-    wire::put32(msg, kReportMagic);
-    wire::put32(msg + 4, static_cast<uint32_t>(rank_));
-    wire::put64(msg + 8, lastSubmitted);
-    // A report that does not fit now is simply sent later; rank 0 may be gone.
-    if (::send((*bootstrap_)[0].get(), msg, sizeof msg, MSG_DONTWAIT | MSG_NOSIGNAL) ==
-        static_cast<ssize_t>(sizeof msg)) {
-      reported_ = lastSubmitted;
-      lastReport_ = now;
-    }
+    const bool changed = lastSubmitted != reported_ && now - lastReport_ >= interval_;
+    const bool beat = stalled(own, now) && now - lastReport_ >= kBeat;
+    if (changed || beat) send(lastSubmitted, own, false);
     return;
   }
+  readReports(lastSubmitted, own);
+  warn(own, lastSubmitted);
+}
+
+void StallMonitor::readReports(uint64_t lastSubmitted, const StallState& own) {
+  const auto now = Clock::now();
+  status_[0] = Status{lastSubmitted, own, now};
   for (int r = 1; r < size_; ++r) {
     Fd& fd = (*bootstrap_)[static_cast<size_t>(r)];
     if (!fd) continue;
     auto& buf = partial_[static_cast<size_t>(r)];
     for (;;) {
-      uint8_t chunk[256];
+      uint8_t chunk[512];
       ssize_t got = ::recv(fd.get(), chunk, sizeof chunk, MSG_DONTWAIT);
       if (got <= 0) {
         if (got == 0) {
@@ -72,34 +108,117 @@ void StallMonitor::poll(uint64_t lastSubmitted) {
     size_t used = 0;
     for (; buf.size() - used >= kReportBytes; used += kReportBytes) {
       const uint8_t* m = buf.data() + used;
-      if (wire::get32(m) != kReportMagic || static_cast<int>(wire::get32(m + 4)) != r) {
+      if (wire::get32(m) != kReportMagic || static_cast<int>(wire::get32(m + 4)) != r ||
+          m[36] > static_cast<uint8_t>(Collective::kReduceScatter) ||
+          m[37] > static_cast<uint8_t>(WaitingOn::kDevice)) {
         log_.warn("rank {} sent a malformed progress report; ignoring its reports", r);
         fd.reset();
         break;
       }
-      lastSubmitted_[static_cast<size_t>(r)] = std::max(lastSubmitted_[static_cast<size_t>(r)], wire::get64(m + 8));
+      Status& st = status_[static_cast<size_t>(r)];
+      st.lastSubmitted = std::max(st.lastSubmitted, wire::get64(m + 8));
+      st.stall.seq = wire::get64(m + 16);
+      st.stall.bytes = wire::get64(m + 24);
+      st.stall.since = now - std::chrono::milliseconds(wire::get32(m + 32));
+      st.stall.kind = static_cast<Collective>(m[36]);
+      st.stall.on = static_cast<WaitingOn>(m[37]);
+      st.stall.gpu = m[39] == 0xff ? -1 : m[39];
+      st.heard = now;
+      if (m[38] == 1 && st.stall.seq != 0) {  // a question: answer with the cause
+        const std::string text = cause(r, st.stall.seq).substr(0, kMaxAnswer);
+        std::vector<uint8_t> answer(8 + text.size());
+        wire::put32(answer.data(), kAnswerMagic);
+        wire::put32(answer.data() + 4, static_cast<uint32_t>(text.size()));
+        std::copy(text.begin(), text.end(), answer.begin() + 8);
+        if (::send(fd.get(), answer.data(), answer.size(), MSG_DONTWAIT | MSG_NOSIGNAL) !=
+            static_cast<ssize_t>(answer.size()))
+          log_.debug("could not answer rank {}'s question at once", r);
+      }
     }
-    buf.erase(buf.begin(), buf.begin() + static_cast<long>(std::min(used, buf.size())));
+    if (fd) buf.erase(buf.begin(), buf.begin() + static_cast<long>(std::min(used, buf.size())));
   }
 }
 
-void StallMonitor::check(const OpDesc& op, size_t bytes, Clock::time_point since,
-                         uint64_t ownLastSubmitted) {
-  if (rank_ != 0 || size_ == 1) return;
+std::string StallMonitor::cause(int from, uint64_t seq) {
   const auto now = Clock::now();
-  if (now - since < warn_ || now - lastWarn_ < warn_) return;
+  int cur = from;
+  for (int steps = 0; steps < size_; ++steps) {
+    const Status& st = status_[static_cast<size_t>(cur)];
+    if (cur != from) {
+      if (st.lastSubmitted < seq)
+        return fmt::format("rank {} has not submitted it (its last submitted op is #{})", cur, st.lastSubmitted);
+      if (cur != 0 && now - st.heard > kSilent)
+        return fmt::format("rank {} has not reported for {:.1f} s (stopped, frozen or its progress "
+                           "thread cannot run)",
+                           cur, std::chrono::duration<double>(now - st.heard).count());
+      if (st.stall.seq != seq || st.stall.on == WaitingOn::kNothing) return "";
+      if (st.stall.on == WaitingOn::kDevice)
+        return fmt::format("rank {} is waiting for device work on its GPU {} that has not finished",
+                           cur, st.stall.gpu);
+    }
+    if (st.stall.on != WaitingOn::kLeft && st.stall.on != WaitingOn::kRight) return "";
+    cur = st.stall.on == WaitingOn::kLeft ? (cur - 1 + size_) % size_ : (cur + 1) % size_;
+    if (cur == from) return "";  // every rank waits for another: a lost link, not a rank
+  }
+  return "";
+}
+
+std::string StallMonitor::explain(uint64_t lastSubmitted, const StallState& own,
+                                  std::chrono::milliseconds limit) {
+  if (size_ == 1 || bootstrap_ == nullptr || bootstrap_->empty()) return "";
+  if (rank_ == 0) {
+    readReports(lastSubmitted, own);
+    return cause(0, own.seq);
+  }
+  if (!(*bootstrap_)[0]) return "";
+  send(lastSubmitted, own, true);
+  // The answer is the next message from rank 0 (it sends nothing else on this connection).
+  const int fd = (*bootstrap_)[0].get();
+  const auto until = Clock::now() + limit;
+  std::vector<uint8_t> buf;
+  for (;;) {
+    if (buf.size() >= 8) {
+      if (wire::get32(buf.data()) != kAnswerMagic || wire::get32(buf.data() + 4) > kMaxAnswer) return "";
+      const size_t len = wire::get32(buf.data() + 4);
+      if (buf.size() >= 8 + len) return std::string(buf.begin() + 8, buf.begin() + 8 + static_cast<long>(len));
+    }
+    const int ms = static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(until - Clock::now()).count());
+    if (ms <= 0) return "";
+    pollfd p{fd, POLLIN, 0};
+    if (::poll(&p, 1, ms) <= 0) continue;
+    uint8_t chunk[512];
+    const ssize_t got = ::recv(fd, chunk, sizeof chunk, MSG_DONTWAIT);
+    if (got <= 0) return "";
+    buf.insert(buf.end(), chunk, chunk + got);
+  }
+}
+
+void StallMonitor::warn(const StallState& own, uint64_t ownLastSubmitted) {
+  const auto now = Clock::now();
+  if (now - lastWarn_ < warn_) return;
+  // The oldest op some rank has been stalled in for longer than the period.
+  const StallState* worst = nullptr;
+  for (int r = 0; r < size_; ++r) {
+    const Status& st = status_[static_cast<size_t>(r)];
+    const StallState& s = r == 0 ? own : st.stall;
+    if (s.seq == 0 || s.on == WaitingOn::kNothing || now - s.since < warn_) continue;
+    if (r != 0 && now - st.heard > kSilent) continue;
+    if (worst == nullptr || s.seq < worst->seq) worst = &s;
+  }
+  if (worst == nullptr) return;
   lastWarn_ = now;
-  lastSubmitted_[0] = ownLastSubmitted;
+  status_[0].lastSubmitted = ownLastSubmitted;
   std::vector<int> behind;
   std::map<uint64_t, int> lastSeqs;
   for (int r = 0; r < size_; ++r) {
-    if (lastSubmitted_[static_cast<size_t>(r)] < op.seq) {
+    const uint64_t last = status_[static_cast<size_t>(r)].lastSubmitted;
+    if (last < worst->seq) {
       behind.push_back(r);
-      lastSeqs[lastSubmitted_[static_cast<size_t>(r)]]++;
+      lastSeqs[last]++;
     }
   }
-  const auto waited = std::chrono::duration_cast<std::chrono::seconds>(now - since).count();
-  const std::string what = fmt::format("op #{} {} {}", op.seq, collectiveName(op.kind), humanBytes(bytes));
+  const auto waited = std::chrono::duration_cast<std::chrono::seconds>(now - worst->since).count();
+  const std::string what = fmt::format("op #{} {} {}", worst->seq, collectiveName(worst->kind), humanBytes(worst->bytes));
   if (behind.empty()) {
     log_.warn("{}: every rank has submitted it, but it has waited {} s (a slow or lost link?)",
               what, waited);

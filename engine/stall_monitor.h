@@ -1,15 +1,31 @@
-// StallMonitor: who has not submitted what, reported by rank 0 (RR_STALL_WARN_S).
+// StallMonitor: who holds up a collective, as rank 0 sees it (RR_STALL_WARN_S, and the
+// cause named by a timeout).
 //
-// Every other rank sends rank 0 the number of its last submitted collective over its
-// bootstrap connection (never the ring, which may be the thing that is stuck), when it
-// changed and at most every report interval. When a collective on rank 0 has waited longer
-// than the warning period, rank 0 logs the ranks that are behind, at most once per period:
+// Every other rank reports to rank 0 over its bootstrap connection (never the ring, which
+// may be the thing that is stuck): the number of its last submitted collective when it
+// changed (at most every report interval), and, while its progress thread has been stalled
+// for kStalledAfter, every kBeat: which op it is stalled in, what it waits for (its left or
+// right neighbour, or device work) and since when. Rank 0 keeps the last report of
+// each rank and when it came.
+//
+// Stall warnings: when a collective has been stalled on any rank for longer than the warning
+// period, rank 0 logs the ranks that have not submitted it, at most once per period, also
+// when rank 0 itself is the one that has not:
 //
 //   op #57 allreduce 4.0 MiB: waiting for ranks 3, 5 (their last submitted op is #56)
+//
+// Timeouts: a rank that times out asks rank 0 for the cause (rank 0 works it out itself) and
+// waits up to a bound for the answer. Rank 0 follows the chain of waits from the asking
+// rank: a rank that waits for its left neighbour points there (right: there), until it finds
+// a rank that has not submitted the op, has stopped reporting (frozen, stopped), or waits for
+// device work on its GPU. So the error names the rank that holds the job up, not the innocent
+// neighbour that only waits too. No answer (rank 0 itself frozen): the error names the
+// neighbour, as before.
 #pragma once
 
 #include <chrono>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "engine/request.h"
@@ -21,19 +37,46 @@ class logger;
 
 namespace rr {
 
+enum class WaitingOn : uint8_t { kNothing, kLeft, kRight, kDevice };
+
+// What a rank's progress thread is stalled on now.
+struct StallState {
+  uint64_t seq = 0;  // the collective it is in (0: none)
+  Collective kind = Collective::kAllReduce;
+  uint64_t bytes = 0;
+  WaitingOn on = WaitingOn::kNothing;
+  Clock::time_point since{};  // the last progress
+  int gpu = -1;
+};
+
 class StallMonitor {
  public:
+  static constexpr std::chrono::milliseconds kStalledAfter{200};
+  static constexpr std::chrono::milliseconds kBeat{250};
+  static constexpr std::chrono::milliseconds kSilent{1500};  // no beat this long: not responding
+
   // bootstrap: rank 0: index r is the connection from rank r; others: [0] is the one to rank 0.
   StallMonitor(int rank, int size, std::vector<Fd>* bootstrap, double warnSeconds,
                spdlog::logger& log);
 
-  // Others: report `lastSubmitted` if it changed and the interval passed. Rank 0: read the
-  // reports that arrived. Never blocks.
-  void poll(uint64_t lastSubmitted);
-  // Rank 0: `op` has waited since `since`; warn if that is longer than the period.
-  void check(const OpDesc& op, size_t bytes, Clock::time_point since, uint64_t ownLastSubmitted);
+  // Others: report if something changed or a beat is due. Rank 0: read reports, answer
+  // questions, warn about a long stall. Never blocks.
+  void poll(uint64_t lastSubmitted, const StallState& own);
+  // At a timeout in op `own.seq`: the cause as rank 0 sees it, or "" if it cannot tell.
+  // Ranks other than 0 ask and wait up to `limit` for the answer.
+  std::string explain(uint64_t lastSubmitted, const StallState& own, std::chrono::milliseconds limit);
 
  private:
+  struct Status {
+    uint64_t lastSubmitted = 0;
+    StallState stall;
+    Clock::time_point heard{};
+  };
+  void send(uint64_t lastSubmitted, const StallState& own, bool question);
+  void readReports(uint64_t lastSubmitted, const StallState& own);
+  void warn(const StallState& own, uint64_t ownLastSubmitted);
+  std::string cause(int from, uint64_t seq);
+
   int rank_;
   int size_;
   std::vector<Fd>* bootstrap_;
@@ -43,7 +86,7 @@ class StallMonitor {
   uint64_t reported_ = 0;
   Clock::time_point lastReport_{};
   Clock::time_point lastWarn_{};
-  std::vector<uint64_t> lastSubmitted_;     // rank 0: per rank
+  std::vector<Status> status_;                 // rank 0: per rank (its own at index 0)
   std::vector<std::vector<uint8_t>> partial_;  // rank 0: bytes of a report not yet whole
 };
 

@@ -11,7 +11,7 @@
 //               hold that blocks the device (a waiting host function) fails here.
 //   hang        the last rank's stream never lets the all-reduce start (a kernel that waits
 //               until the test is over): every rank must fail with RR_ERR_TIMEOUT naming the
-//               unfinished device work and its GPU, within the timeout, never hang.
+//               unfinished device work and the rank whose GPU it is, never hang.
 //
 // Usage: stream_order_check MODE [DIR]  (DIR: where `concurrent` puts its signal file)
 #include <atomic>
@@ -131,6 +131,9 @@ void concurrent(rr_comm_t comm, const std::string& dir) {
 void hang(rr_comm_t comm) {
   std::vector<float> buf(kCount, 1.0f);
   fake::Stream* stream = fake::createStream();
+  // A first all-reduce opens the GPU (its pinned staging: an allocation that synchronises
+  // the device, so it would wait for the hung kernel below, as cudaHostAlloc would).
+  check(rr_allreduce(comm, buf.data(), buf.data(), kCount, RR_FLOAT32, RR_SUM, stream), "warm-up");
   std::atomic<bool> over{false};
   const bool hung = rank == nranks - 1;
   if (hung)  // a kernel that never finishes while the collective waits for it
@@ -144,9 +147,12 @@ void hang(rr_comm_t comm) {
   const std::string message = rr_last_error();
   over = true;
   sync(stream, "the hung stream");
+  // After a failed collective the library's queued kernels may still touch the buffers until
+  // they run: free them as CUDA does, behind an implicit synchronisation (cudaFree).
+  fake::synchronizeDevice("cudaFree");
   if (rc != RR_ERR_TIMEOUT)
     die(std::string("expected RR_ERR_TIMEOUT, got ") + rr_result_string(rc) + ": " + message);
-  const std::string device = "device work on fake GPU";
+  const std::string device = "device work";
   const std::string culprit = "rank " + std::to_string(nranks - 1);
   if (message.find(device) == std::string::npos || message.find(culprit) == std::string::npos)
     die("the timeout does not name the device work and " + culprit + ": " + message);
