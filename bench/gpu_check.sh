@@ -12,15 +12,21 @@
 # LD_LIBRARY_PATH); if they do not start there, it compiles the same programs from this
 # repository with the local nvcc and g++ and the carried headers (spdlog and fmt header-only,
 # CLI11, nlohmann/json, OpenSSL's headers linked to the machine's libssl.so.3 or the
-# carried one). Then, each step with its own time limit and output file:
+# carried one). Then, each step with a time limit of at most 90 s and RR_TIMEOUT_MS=20000
+# (so a hang reports itself as a named timeout, and the rest of the check still runs):
+#   info                ringreduce info (GPUs, and how a caller's stream waits: the mechanism)
 #   kernels             bench/gpu_kernels: reduce-and-copy-out GB/s for 256 MiB fp32, fp16,
 #                       bf16 next to cudaMemcpy device-to-device and cublasSaxpy
-#   collectives n=2/4   test/collectives_check --device: every collective, dtype and op on
+#   collectives n=1/2/4 test/collectives_check --device: every collective, dtype and op on
 #                       GPU buffers, counts 0, 1, 7, 1 Mi + 3, in place and out of place
-#   stream n=2/4        test/gpu_stream_check: ordering on a user stream and on stream NULL
-#   bench host/device   ringreduce bench -N 2, 1 MiB..256 MiB, host buffers then GPU buffers
-# and writes summary.txt (one line per step: ok, SKIPPED, FAILED) next to each step's output.
-# About 3-4 minutes on an H200.
+#   stream n=1/2/4      test/gpu_stream_check: ordering on a user stream and on stream NULL,
+#                       and (n > 1) a compute kernel on another stream while an all-reduce
+#                       is in flight (its time within 20% of its time alone)
+#   bench host/device   ringreduce bench -N 2, 4 MiB..256 MiB, host buffers then GPU buffers;
+#                       the device/host busbw ratio per size goes into the summary
+# OUT_DIR ends with at most four files: gpu_check.log (everything printed), summary.txt (one
+# line per step: ok, SKIPPED, FAILED, with the figures), steps.tar.gz (each step's whole
+# output, the info and any build log), and nothing else. Under 5 minutes on an H200.
 set -uo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 bundle=${RR_GPU_BUNDLE:-$repo/gpu-bundle}
@@ -64,7 +70,7 @@ build_here() {
                  -gencode=arch=compute_80,code=sm_80 -gencode=arch=compute_90,code=sm_90
                  -gencode=arch=compute_90,code=compute_90)
   local lib_sources=(engine/*.cc transport/*.cc transport/tcp/*.cc kernels/dtype.cc
-                     kernels/reduce_dispatch.cc kernels/reduce_reference.cc kernels/device_fake.cc
+                     kernels/reduce_dispatch.cc kernels/reduce_reference.cc kernels/device_fake.cc kernels/fake_gpu.cc
                      kernels/cuda/cuda_device.cc)
   local jobs=() src obj flags
   cd "$repo" || return 1
@@ -114,8 +120,17 @@ fi
 out=${1:?usage: bash bench/gpu_check.sh OUT_DIR   (or --bundle [BUILD_DIR] to prepare)}
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
+steps=$out/steps          # packed into steps.tar.gz at the end
+mkdir -p "$steps"
 exec > >(tee "$out/gpu_check.log") 2>&1
 start=$(date +%s)
+export RR_TIMEOUT_MS=20000 RR_CONNECT_TIMEOUT_MS=20000
+
+finish() {
+  tar -C "$out" -czf "$out/steps.tar.gz" steps && rm -rf "$steps"
+  echo "== summary ($(( $(date +%s) - start )) s)"
+  cat "$out/summary.txt"
+}
 
 echo "== machine"
 sed -n 's/^PRETTY_NAME=//p' /etc/os-release 2>/dev/null
@@ -136,58 +151,72 @@ starts() {  # every program's libraries resolve (ldd names a missing one or symb
     [ -x "$p" ] || { echo "$p: missing"; return 1; }
     ldd "$p" 2>&1 | grep -E 'not found' && return 1
   done
-  "${path[ringreduce]}" info
+  timeout 60 "${path[ringreduce]}" info
 }
+: >"$out/summary.txt"
 # RR_GPU_BUILD_HERE=1 skips the carried binaries (to test the build path).
 if [ "${RR_GPU_BUILD_HERE:-0}" = 1 ]; then
-  echo "RR_GPU_BUILD_HERE=1: not trying the carried binaries" >"$out/info.txt"
+  echo "RR_GPU_BUILD_HERE=1: not trying the carried binaries" >"$steps/info.txt"
 fi
-if [ "${RR_GPU_BUILD_HERE:-0}" != 1 ] && starts >"$out/info.txt" 2>&1; then
+if [ "${RR_GPU_BUILD_HERE:-0}" != 1 ] && starts >"$steps/info.txt" 2>&1; then
   echo "carried binaries start here"
 else
   echo "carried binaries do not start here:"
-  sed 's/^/   /' "$out/info.txt"
+  sed 's/^/   /' "$steps/info.txt"
   echo "== building here from the repository"
   export LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH#"$bundle/lib:"}
   b=$out/build
-  if build_here "$b" >"$out/build.txt" 2>&1; then
+  if build_here "$b" >"$steps/build.txt" 2>&1; then
     echo "built in $(( $(date +%s) - start )) s"
     path=([ringreduce]=$b/cli/ringreduce [collectives_check]=$b/test/collectives_check
           [gpu_stream_check]=$b/test/gpu_stream_check [gpu_kernels]=$b/bench/gpu_kernels)
-    "${path[ringreduce]}" info >"$out/info.txt" 2>&1
+    timeout 60 "${path[ringreduce]}" info >"$steps/info.txt" 2>&1
   else
-    echo "FAILED: building here; the end of $out/build.txt:"
-    tail -30 "$out/build.txt"
-    echo "build: FAILED" >"$out/summary.txt"
+    echo "FAILED: building here; the end of the build log:"
+    tail -30 "$steps/build.txt"
+    echo "build: FAILED" >>"$out/summary.txt"
+    rm -rf "$b"
+    finish
     exit 1
   fi
 fi
-sed 's/^/   /' "$out/info.txt"
+sed 's/^/   /' "$steps/info.txt"
+grep -E '^(cuda|stream ordering)' "$steps/info.txt" | sed 's/^/info: /' >>"$out/summary.txt"
 
-# step NAME SECONDS COMMAND...: runs it with a time limit, output in OUT/NAME.txt.
-: >"$out/summary.txt"
+# step NAME SECONDS COMMAND...: runs it with a time limit, output in steps/NAME.txt.
 failures=0
 step() {
   local name=$1 secs=$2
   shift 2
   local t0=$(date +%s)
   echo "== $name"
-  timeout --kill-after=5 "$secs" "$@" >"$out/$name.txt" 2>&1
+  timeout --kill-after=5 "$secs" "$@" >"$steps/$name.txt" 2>&1
   local rc=$?
   local verdict=ok
-  if [ $rc = 77 ]; then verdict=SKIPPED; elif [ $rc != 0 ]; then verdict="FAILED (exit $rc)"; failures=$((failures + 1)); fi
-  tail -25 "$out/$name.txt" | sed 's/^/   /'
+  if [ $rc = 77 ]; then verdict=SKIPPED; elif [ $rc = 124 ] || [ $rc = 137 ]; then verdict="FAILED (killed at the ${secs} s limit)"; failures=$((failures + 1)); elif [ $rc != 0 ]; then verdict="FAILED (exit $rc)"; failures=$((failures + 1)); fi
+  tail -12 "$steps/$name.txt" | sed 's/^/   /'
   echo "$name: $verdict in $(( $(date +%s) - t0 )) s" | tee -a "$out/summary.txt"
 }
 
 rr=${path[ringreduce]}
-step kernels 120 "${path[gpu_kernels]}"
-step collectives-gpu-n2 200 "$rr" run -n 2 -- "${path[collectives_check]}" --device
-step collectives-gpu-n4 240 "$rr" run -n 4 -- "${path[collectives_check]}" --device
-step stream-n2 90 "$rr" run -n 2 -- "${path[gpu_stream_check]}"
-step stream-n4 90 "$rr" run -n 4 -- "${path[gpu_stream_check]}"
-step bench-host-n2 120 "$rr" bench -N 2 -b 1M -e 256M -f 4 -n 10 -w 2
-step bench-device-n2 120 "$rr" bench -N 2 -b 1M -e 256M -f 4 -n 10 -w 2 --device
-echo "== summary ($(( $(date +%s) - start )) s)"
-cat "$out/summary.txt"
+step kernels 60 "${path[gpu_kernels]}"
+grep -E 'GB/s' "$steps/kernels.txt" | sed 's/^/   kernels: /' >>"$out/summary.txt"
+for n in 1 2 4; do
+  step "collectives-gpu-n$n" 90 "$rr" run -n $n -- "${path[collectives_check]}" --device
+  grep -E 'checks passed|FAILED' "$steps/collectives-gpu-n$n.txt" | head -2 | sed 's/^/   /' >>"$out/summary.txt"
+done
+for n in 1 2 4; do
+  step "stream-n$n" 60 "$rr" run -n $n -- "${path[gpu_stream_check]}"
+  grep -E 'concurrency|FAILED|returned while' "$steps/stream-n$n.txt" | head -3 | sed 's/^/   /' >>"$out/summary.txt"
+done
+step bench-host-n2 60 "$rr" bench -N 2 -b 4M -e 256M -f 4 -n 10 -w 2
+step bench-device-n2 60 "$rr" bench -N 2 -b 4M -e 256M -f 4 -n 10 -w 2 --device
+# busbw of GPU buffers over host buffers per size (target: at least 0.9 from 4 MiB up).
+awk 'FNR == 1 {file++} /^ +[0-9]/ {bw[file, $1] = $8; sizes[$1] = 1}
+     END {for (s in sizes) if ((1, s) in bw && (2, s) in bw && bw[1, s] > 0)
+            printf "   bench n=2 %d MiB: host %.3f GB/s, device %.3f GB/s, device/host %.3f\n",
+                   s / 1048576, bw[1, s], bw[2, s], bw[2, s] / bw[1, s]}' \
+  "$steps/bench-host-n2.txt" "$steps/bench-device-n2.txt" | sort -t' ' -k4 -n >>"$out/summary.txt"
+rm -rf "$out/build"
+finish
 exit $(( failures > 0 ))

@@ -1,9 +1,12 @@
-// CUDA devices as the runtime sees them, for `ringreduce info` (built when CUDA is found).
+// CUDA devices as the runtime sees them, for `ringreduce info` (built when CUDA is found),
+// and how a caller's stream waits for a collective on the first of them.
 #include <cuda_runtime_api.h>
 
 #include <string>
 
 #include <fmt/format.h>
+
+#include "kernels/device.h"
 
 namespace rr::cli {
 
@@ -19,6 +22,14 @@ std::string cudaReport() {
     if (cudaGetDeviceProperties(&prop, i) == cudaSuccess)
       out += fmt::format("; {}: {} (sm_{}{}, {:.1f} GiB)", i, prop.name, prop.major, prop.minor,
                          static_cast<double>(prop.totalGlobalMem) / (1 << 30));
+  }
+  try {
+    int current = 0;
+    if (cudaGetDevice(&current) != cudaSuccess) current = 0;
+    out += fmt::format("\nstream ordering on GPU {}: the caller's stream waits on the GPU by {}",
+                       current, rr::openCudaDevice(current)->streamWait());
+  } catch (const rr::DeviceError& e) {
+    out += fmt::format("\nstream ordering: cannot open the GPU: {}", e.what());
   }
   return out;
 }

@@ -144,9 +144,10 @@ std::optional<std::pair<rr_result_t, std::string>> Communicator::stickyError() {
 }
 
 std::shared_ptr<Request> Communicator::submitBarrier() {
-  // An all-reduce with one element per block: every rank's result depends on every rank.
-  // Concurrent barriers share the buffer harmlessly: every result is zero.
-  return submit(Collective::kAllReduce, barrierBuf_.get(), barrierBuf_.get(),
+  // Its own kind in the op header; it runs as an all-reduce with one element per block, so
+  // every rank's result depends on every rank. Concurrent barriers share the buffer
+  // harmlessly: every result is zero.
+  return submit(Collective::kBarrier, barrierBuf_.get(), barrierBuf_.get(),
                 static_cast<size_t>(config_.size), RR_UINT8, RR_MAX, 0);
 }
 
@@ -155,7 +156,8 @@ std::shared_ptr<Request> Communicator::submit(Collective kind, const void* send,
                                               int root, void* stream) {
   const char* name = collectiveName(kind);
   if (auto e = stickyError()) throw Error(e->first, e->second);
-  const bool reduces = kind == Collective::kAllReduce || kind == Collective::kReduceScatter;
+  const bool reduces = kind == Collective::kAllReduce || kind == Collective::kReduceScatter ||
+                       kind == Collective::kBarrier;
   checkDtypeOp(dtype, op, reduces);
   const size_t es = dtypeSize(dtype);
   const size_t n = static_cast<size_t>(config_.size);
@@ -434,7 +436,7 @@ void Communicator::runPass(const std::vector<std::shared_ptr<Request>>& ops,
   }
 
   ScheduleParams params;
-  params.kind = h.kind;
+  params.kind = h.kind == Collective::kBarrier ? Collective::kAllReduce : h.kind;
   params.rank = config_.rank;
   params.size = config_.size;
   params.count = count;

@@ -85,7 +85,7 @@ bool DevicePass::completeRecvs(PassCounters& c) {
         ticket = device_.reduceCopyOut(staged ? outSlot(k) : user, send_ + u.reduceOffset * es_,
                                        inSlot(k), staged || !forwarded ? nullptr : outSlot(k),
                                        u.recvCount, dtype_, op_,
-                                       u.lastReduce && op_ == RR_AVG ? size_ : 0);
+                                       AvgStep{op_ == RR_AVG ? size_ : 0, u.firstReduce, u.lastReduce});
       } else {
         ticket = device_.copy(user, inSlot(k), u.recvCount * es_);
       }

@@ -48,8 +48,18 @@ bool HostPass::completeRecvs(PassCounters& c) {
     const Unit u = s_.unit(c.recvDone);
     if (u.recvInto != Buffer::kNone && u.reduce) {
       uint8_t* dst = u.recvInto == Buffer::kStage ? outSlot(u.recvOffset) : recv_ + u.recvOffset * es_;
-      reduce_(dst, send_ + u.reduceOffset * es_, inSlot(c.recvDone), u.recvCount, dtype_, op_);
-      if (u.lastReduce && op_ == RR_AVG) finalizeAvg(dst, u.recvCount, dtype_, size_);
+      const uint8_t* mine = send_ + u.reduceOffset * es_;
+      uint8_t* in = inSlot(c.recvDone);
+      if (op_ == RR_AVG && dtypeIsFloat(dtype_)) {
+        // A float average: each rank's contribution is scaled by 1/n once, where it enters
+        // the sum (the received one too on the first reduction), so no partial sum overflows.
+        if (u.firstReduce) scale_(in, in, u.recvCount, dtype_, size_);
+        scale_(dst, mine, u.recvCount, dtype_, size_);
+        reduce_(dst, dst, in, u.recvCount, dtype_, RR_SUM);
+      } else {
+        reduce_(dst, mine, in, u.recvCount, dtype_, op_);
+        if (u.lastReduce && op_ == RR_AVG) finalizeAvg(dst, u.recvCount, dtype_, size_);
+      }
     }
     ++c.recvDone;
     moved = true;

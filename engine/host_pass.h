@@ -4,7 +4,8 @@
 // its destination (the user's buffer, or out-slot k % kOutSlots for a partial result that
 // the next step forwards) as soon as it completes; all-gather segments land straight in the
 // user's buffer. A receive k that fills an out-slot also waits until the send of unit
-// k - kOutSlots + depth, the last reader of that slot, is done.
+// k - kOutSlots + depth, the last reader of that slot, is done. A float RR_AVG scales each
+// rank's contribution by 1/n where it enters the sum (kernels/reduce.h).
 #pragma once
 
 #include "engine/pass.h"
@@ -16,7 +17,8 @@ namespace rr {
 class HostPass final : public Pass {
  public:
   // staging: (kInSlots + kOutSlots) * segmentBytes of host memory.
-  HostPass(const PassArgs& args, ReduceFn reduce) : Pass(args), reduce_(reduce) {}
+  HostPass(const PassArgs& args, ReduceFn reduce, ScaleFn scale)
+      : Pass(args), reduce_(reduce), scale_(scale) {}
 
   bool postSends(PassCounters& c) override;
   bool postRecvs(PassCounters& c) override;
@@ -24,6 +26,7 @@ class HostPass final : public Pass {
 
  private:
   ReduceFn reduce_;
+  ScaleFn scale_;
 };
 
 }  // namespace rr

@@ -26,7 +26,7 @@ GroupHeader GroupHeader::decode(const uint8_t* p, int fromRank) {
   h.firstSeq = wire::get64(p);
   h.numOps = wire::get32(p + 8);
   const uint32_t kind = wire::get32(p + 12), dtype = wire::get32(p + 16), op = wire::get32(p + 20);
-  if (h.numOps == 0 || h.numOps > kMaxOps || kind > 3 || !dtypeValid(static_cast<int>(dtype)) ||
+  if (h.numOps == 0 || h.numOps > kMaxOps || kind > static_cast<uint32_t>(Collective::kBarrier) || !dtypeValid(static_cast<int>(dtype)) ||
       !opValid(static_cast<int>(op)))
     fail(RR_ERR_SYSTEM,
          "protocol error: rank {} sent an op header with {} ops, kind {}, dtype {}, op {}",
@@ -50,6 +50,7 @@ std::string describeOp(const OpDesc& op) {
   if (op.kind == Collective::kAllReduce || op.kind == Collective::kReduceScatter)
     s += fmt::format(", op={}", opName(op.op));
   if (op.kind == Collective::kBroadcast) s += fmt::format(", root={}", op.root);
+  if (op.kind == Collective::kBarrier) return fmt::format("op #{} barrier()", op.seq);
   return s + ")";
 }
 

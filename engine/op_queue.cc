@@ -2,6 +2,20 @@
 #include "engine/op_queue.h"
 
 namespace rr {
+namespace {
+
+// Whether request n of `q` reads memory that an earlier request of the group writes: fusion
+// copies every member's input before the pass, so such a request must start a new group.
+bool readsEarlierOutput(const std::deque<std::shared_ptr<Request>>& q, size_t n) {
+  const auto* in = static_cast<const uint8_t*>(q[n]->send);
+  for (size_t m = 0; m < n; ++m) {
+    const auto* out = static_cast<const uint8_t*>(q[m]->recv);
+    if (in < out + q[m]->bytes && out < in + q[n]->bytes) return true;
+  }
+  return false;
+}
+
+}  // namespace
 
 bool OpQueue::push(const std::shared_ptr<Request>& request) {
   {
@@ -36,7 +50,7 @@ size_t OpQueue::fusible(size_t fusionBytes, size_t maxOps) const {
   size_t total = 0, n = 0;
   for (const auto& r : queue_) {
     if (n == maxOps || !r->fusible() || r->desc.kind != Collective::kAllReduce || r->desc.dtype != first.dtype ||
-        r->desc.op != first.op || total + r->bytes > fusionBytes)
+        r->desc.op != first.op || total + r->bytes > fusionBytes || readsEarlierOutput(queue_, n))
       break;
     total += r->bytes;
     ++n;
@@ -50,7 +64,7 @@ size_t OpQueue::matching(const GroupHeader& header) const {
   for (; n < header.numOps && n < queue_.size() && sameOp(queue_[n]->desc, header.opAt(n)); ++n) {
     // A pass of several ops packs host buffers: an op that cannot be packed (a device
     // bucket, one ordered on a stream) runs alone, so a proposal is cut before it, or to it.
-    if (header.numOps > 1 && !queue_[n]->fusible()) {
+    if (header.numOps > 1 && (!queue_[n]->fusible() || readsEarlierOutput(queue_, n))) {
       if (n == 0) n = 1;
       break;
     }

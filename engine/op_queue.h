@@ -24,11 +24,13 @@ class OpQueue {
   // The front request, waiting up to `wait` for one; nullptr if none came.
   std::shared_ptr<Request> front(std::chrono::milliseconds wait);
   // How many requests from the front may share one pass: all-reduces with the front's
-  // dtype and op, queued now, at most fusionBytes in all and maxOps of them.
+  // dtype and op, queued now, at most fusionBytes in all and maxOps of them, and none that
+  // reads what an earlier one of them writes (fusion must never change a result).
   size_t fusible(size_t fusionBytes, size_t maxOps) const;
   // Writes the counts of up to `max` requests from the front; returns how many it wrote.
   size_t describe(uint64_t* counts, size_t max) const;
-  // How many requests from the front match the header's collectives, in order.
+  // How many requests from the front match the header's collectives, in order (for a
+  // proposal: cut, as fusible cuts, where this rank cannot fuse).
   size_t matching(const GroupHeader& header) const;
   std::vector<std::shared_ptr<Request>> pop(size_t count);
   // Makes a waiting front() return now (an abort).

@@ -103,7 +103,7 @@ PassTimes ProgressEngine::run(const RingSchedule& s, const GroupHeader& h, const
   if (device != nullptr)
     pass = std::make_unique<DevicePass>(args, *device);
   else
-    pass = std::make_unique<HostPass>(args, reduce_);
+    pass = std::make_unique<HostPass>(args, reduce_, bestScaler());
   PassTimes times;
   times.start = times.peers = times.reduced = Clock::now();
   const uint64_t headerSendMsg = right_->sendsPosted();

@@ -11,6 +11,7 @@ const char* collectiveName(Collective kind) {
     case Collective::kBroadcast: return "broadcast";
     case Collective::kAllGather: return "allgather";
     case Collective::kReduceScatter: return "reduce_scatter";
+    case Collective::kBarrier: return "barrier";
   }
   return "unknown";
 }
@@ -117,7 +118,8 @@ Unit RingSchedule::ringUnit(size_t round, int step, size_t seg) const {
       sendBlock = mod(r - step);
       recvBlock = mod(r - step - 1);
       break;
-    case Collective::kBroadcast: break;
+    case Collective::kBroadcast:
+    case Collective::kBarrier: break;
   }
 
   Unit u;
@@ -139,6 +141,7 @@ Unit RingSchedule::ringUnit(size_t round, int step, size_t seg) const {
     if (!gather) {
       u.reduce = true;
       u.reduceOffset = blockBegin(recvBlock) + within;
+      u.firstReduce = step == 0;
       u.lastReduce = step == n - 2;
       if (params_.kind == Collective::kReduceScatter) {
         u.recvInto = u.lastReduce ? Buffer::kRecv : Buffer::kStage;

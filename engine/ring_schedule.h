@@ -28,7 +28,9 @@
 
 namespace rr {
 
-enum class Collective : uint8_t { kAllReduce, kBroadcast, kAllGather, kReduceScatter };
+// kBarrier is its own kind in op headers (a barrier never matches an all-reduce); it runs as
+// an all-reduce of one uint8 per rank (MAX), so no schedule is ever made for it.
+enum class Collective : uint8_t { kAllReduce, kBroadcast, kAllGather, kReduceScatter, kBarrier };
 
 const char* collectiveName(Collective kind);
 
@@ -47,7 +49,9 @@ struct Unit {
   size_t recvCount = 0;
   bool reduce = false;         // recvInto = send[reduceOffset] op received (else: a copy)
   size_t reduceOffset = 0;     // offset into kSend of the local operand
-  bool lastReduce = false;     // the last reduction of these elements (RR_AVG divides here)
+  bool firstReduce = false;    // the first reduction of these elements: the received
+                               // segment is one rank's raw input (float RR_AVG scales it)
+  bool lastReduce = false;     // the last reduction of these elements (integer RR_AVG divides here)
 
   int64_t dependsOn = -1;      // the send waits until the receive of this unit is done
 };

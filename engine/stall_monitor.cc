@@ -109,7 +109,7 @@ void StallMonitor::readReports(uint64_t lastSubmitted, const StallState& own) {
     for (; buf.size() - used >= kReportBytes; used += kReportBytes) {
       const uint8_t* m = buf.data() + used;
       if (wire::get32(m) != kReportMagic || static_cast<int>(wire::get32(m + 4)) != r ||
-          m[36] > static_cast<uint8_t>(Collective::kReduceScatter) ||
+          m[36] > static_cast<uint8_t>(Collective::kBarrier) ||
           m[37] > static_cast<uint8_t>(WaitingOn::kDevice)) {
         log_.warn("rank {} sent a malformed progress report; ignoring its reports", r);
         fd.reset();

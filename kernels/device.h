@@ -22,6 +22,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "kernels/reduce.h"
 #include "ringreduce/ringreduce.h"
 
 namespace rr {
@@ -47,8 +48,9 @@ class Device {
 
   // Work queued in order on the engine's stream. Each call returns a ticket; finished(t) is
   // true once every operation up to ticket t has completed. Ticket 0 means "no work".
+  // dst = mine op in, and out = dst when out is not NULL (RR_AVG: as avg says, reduce.h).
   virtual uint64_t reduceCopyOut(void* dst, const void* mine, const void* in, void* out,
-                                 size_t count, rr_dtype_t dtype, rr_op_t op, int avgRanks) = 0;
+                                 size_t count, rr_dtype_t dtype, rr_op_t op, AvgStep avg) = 0;
   virtual uint64_t copy(void* dst, const void* src, size_t bytes) = 0;
   virtual bool finished(uint64_t ticket) = 0;
 

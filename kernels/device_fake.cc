@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <thread>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -58,10 +59,18 @@ class FakeDevice final : public Device {
   }
 
   uint64_t reduceCopyOut(void* dst, const void* mine, const void* in, void* out, size_t count,
-                         rr_dtype_t dtype, rr_op_t op, int avgRanks) override {
+                         rr_dtype_t dtype, rr_op_t op, AvgStep avg) override {
     return enqueue([=] {
-      reduceReference(dst, mine, in, count, dtype, op);
-      if (op == RR_AVG && avgRanks > 1) finalizeAvg(dst, count, dtype, avgRanks);
+      if (op == RR_AVG && avg.ranks > 1 && dtypeIsFloat(dtype)) {  // as the host pass does
+        std::vector<uint8_t> received(static_cast<const uint8_t*>(in),
+                                      static_cast<const uint8_t*>(in) + count * dtypeSize(dtype));
+        if (avg.first) scaleReference(received.data(), received.data(), count, dtype, avg.ranks);
+        scaleReference(dst, mine, count, dtype, avg.ranks);
+        reduceReference(dst, dst, received.data(), count, dtype, RR_SUM);
+      } else {
+        reduceReference(dst, mine, in, count, dtype, op);
+        if (op == RR_AVG && avg.ranks > 1 && avg.last) finalizeAvg(dst, count, dtype, avg.ranks);
+      }
       if (out != nullptr) std::memcpy(out, dst, count * dtypeSize(dtype));
     });
   }

@@ -4,7 +4,12 @@
 // element by element), and the same vectorised source compiled for baseline x86-64, AVX2 and
 // AVX-512; the best one the CPU supports is chosen once at run time (no -march=native).
 // dst may be a or b exactly (in place); partial overlap is not allowed.
-// RR_AVG reduces as RR_SUM; finalizeAvg divides the finished sum by the number of ranks.
+// RR_AVG reduces as RR_SUM. How the engine averages (see also device_math.cuh):
+//   floats    every contribution is multiplied by 1/ranks once, where it enters the sum
+//             (scale), as NCCL does, so an average that fits never overflows on the way
+//   integers  the finished sum, wrapped in the type's width as RR_SUM wraps, divided by the
+//             ranks with finalizeAvg (truncating toward zero)
+// MIN and MAX propagate NaN: if either operand is NaN the result is that NaN (a first).
 #pragma once
 
 #include <cstddef>
@@ -15,8 +20,20 @@ namespace rr {
 
 enum class Isa { kBaseline, kAvx2, kAvx512 };
 
+// Where one reduction of an RR_AVG stands (ranks 0: not an average): a float average
+// scales `mine` by 1/ranks, and the received segment too on the first reduction (it is one
+// rank's raw input); an integer average divides the sum on the last reduction.
+struct AvgStep {
+  int ranks = 0;
+  bool first = false;
+  bool last = false;
+};
+
 using ReduceFn = void (*)(void* dst, const void* a, const void* b, size_t count,
                           rr_dtype_t dtype, rr_op_t op);
+// dst[i] = src[i] * (1 / ranks) for a float dtype, computed as reduce computes (fp16 and
+// bf16 in fp32) and rounded to the element type; dst may be src.
+using ScaleFn = void (*)(void* dst, const void* src, size_t count, rr_dtype_t dtype, int ranks);
 
 const char* isaName(Isa isa);
 // Whether this CPU can run the implementation for `isa`.
@@ -26,9 +43,12 @@ ReduceFn reducerFor(Isa isa);
 // The best supported implementation, chosen on first use.
 Isa bestIsa();
 ReduceFn bestReducer();
+ScaleFn scalerFor(Isa isa);
+ScaleFn bestScaler();
 
 void reduceReference(void* dst, const void* a, const void* b, size_t count, rr_dtype_t dtype,
                      rr_op_t op);
+void scaleReference(void* dst, const void* src, size_t count, rr_dtype_t dtype, int ranks);
 // data[i] = data[i] / ranks, in the element type (integers truncate toward zero; fp16 and
 // bf16 divide in fp32).
 void finalizeAvg(void* data, size_t count, rr_dtype_t dtype, int ranks);

@@ -4,12 +4,15 @@
 namespace rr {
 namespace baseline {
 void reduce(void*, const void*, const void*, size_t, rr_dtype_t, rr_op_t);
+void scale(void*, const void*, size_t, rr_dtype_t, int);
 }
 namespace avx2 {
 void reduce(void*, const void*, const void*, size_t, rr_dtype_t, rr_op_t);
+void scale(void*, const void*, size_t, rr_dtype_t, int);
 }
 namespace avx512 {
 void reduce(void*, const void*, const void*, size_t, rr_dtype_t, rr_op_t);
+void scale(void*, const void*, size_t, rr_dtype_t, int);
 }
 
 const char* isaName(Isa isa) {
@@ -53,5 +56,16 @@ Isa bestIsa() {
 }
 
 ReduceFn bestReducer() { return reducerFor(bestIsa()); }
+
+ScaleFn scalerFor(Isa isa) {
+  switch (isa) {
+    case Isa::kAvx512: return avx512::scale;
+    case Isa::kAvx2: return avx2::scale;
+    case Isa::kBaseline: break;
+  }
+  return baseline::scale;
+}
+
+ScaleFn bestScaler() { return scalerFor(bestIsa()); }
 
 }  // namespace rr

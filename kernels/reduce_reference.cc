@@ -27,8 +27,11 @@ T combine(T x, T y, rr_op_t op) {
       case RR_SUM:
       case RR_AVG: return x + y;
       case RR_PROD: return x * y;
-      case RR_MIN: return x < y ? x : y;
-      case RR_MAX: return x > y ? x : y;
+      case RR_MIN:
+      case RR_MAX:
+        if (x != x) return x;  // NaN propagates: the first operand's, then the second's
+        if (y != y) return y;
+        return op == RR_MIN ? (x < y ? x : y) : (x > y ? x : y);
     }
   }
   return x;
@@ -77,7 +80,39 @@ void avgHalfLoop(void* data, size_t count, int ranks) {
   for (size_t i = 0; i < count; ++i) p[i] = FromFloat(ToFloat(p[i]) / static_cast<float>(ranks));
 }
 
+template <class T>
+void scaleRefLoop(void* dst, const void* src, size_t count, int ranks) {
+  const T s = T(1) / static_cast<T>(ranks);
+  for (size_t i = 0; i < count; ++i) {
+    T x;
+    std::memcpy(&x, static_cast<const char*>(src) + i * sizeof(T), sizeof(T));
+    x = x * s;
+    std::memcpy(static_cast<char*>(dst) + i * sizeof(T), &x, sizeof(T));
+  }
+}
+
+template <float (*ToFloat)(uint16_t), uint16_t (*FromFloat)(float)>
+void scaleRefHalfLoop(void* dst, const void* src, size_t count, int ranks) {
+  const float s = 1.0f / static_cast<float>(ranks);
+  for (size_t i = 0; i < count; ++i) {
+    uint16_t x;
+    std::memcpy(&x, static_cast<const char*>(src) + 2 * i, 2);
+    x = FromFloat(ToFloat(x) * s);
+    std::memcpy(static_cast<char*>(dst) + 2 * i, &x, 2);
+  }
+}
+
 }  // namespace
+
+void scaleReference(void* dst, const void* src, size_t count, rr_dtype_t dtype, int ranks) {
+  switch (dtype) {
+    case RR_FLOAT32: return scaleRefLoop<float>(dst, src, count, ranks);
+    case RR_FLOAT64: return scaleRefLoop<double>(dst, src, count, ranks);
+    case RR_FLOAT16: return scaleRefHalfLoop<fp16ToFloat, floatToFp16>(dst, src, count, ranks);
+    case RR_BFLOAT16: return scaleRefHalfLoop<bf16ToFloat, floatToBf16>(dst, src, count, ranks);
+    default: return;
+  }
+}
 
 void reduceReference(void* dst, const void* a, const void* b, size_t count, rr_dtype_t dtype,
                      rr_op_t op) {

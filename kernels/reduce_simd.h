@@ -46,13 +46,26 @@ struct Prod {
     }
   }
 };
+// NaN propagates: a NaN first operand wins, then a NaN second one (as the reference).
 template <class T>
 struct Min {
-  T operator()(T x, T y) const { return x < y ? x : y; }
+  T operator()(T x, T y) const {
+    if constexpr (std::is_floating_point_v<T>) {
+      if (x != x) return x;
+      if (y != y) return y;
+    }
+    return x < y ? x : y;
+  }
 };
 template <class T>
 struct Max {
-  T operator()(T x, T y) const { return x > y ? x : y; }
+  T operator()(T x, T y) const {
+    if constexpr (std::is_floating_point_v<T>) {
+      if (x != x) return x;
+      if (y != y) return y;
+    }
+    return x > y ? x : y;
+  }
 };
 
 template <class T, class F>
@@ -72,11 +85,17 @@ void bf16Loop(void* dst, const void* a, const void* b, size_t n, F f) {
 }
 
 #if defined(__F16C__)
+// NaN propagates as in Min/Max: x if x is NaN, else y if y is NaN.
+inline __m256 keepNan(__m256 r, __m256 x, __m256 y) {
+  r = _mm256_blendv_ps(r, y, _mm256_cmp_ps(y, y, _CMP_UNORD_Q));
+  return _mm256_blendv_ps(r, x, _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
+}
+
 inline __m256 vecOp(__m256 x, __m256 y, rr_op_t op) {
   switch (op) {
     case RR_PROD: return _mm256_mul_ps(x, y);
-    case RR_MIN: return _mm256_min_ps(x, y);  // (x < y) ? x : y, as the reference
-    case RR_MAX: return _mm256_max_ps(x, y);  // (x > y) ? x : y
+    case RR_MIN: return keepNan(_mm256_min_ps(x, y), x, y);  // (x < y) ? x : y, as the reference
+    case RR_MAX: return keepNan(_mm256_max_ps(x, y), x, y);  // (x > y) ? x : y
     default: return _mm256_add_ps(x, y);
   }
 }
@@ -118,9 +137,46 @@ void dispatchType(void* dst, const void* a, const void* b, size_t n, rr_dtype_t 
   }
 }
 
+template <class T>
+void scaleLoop(void* dst, const void* src, size_t n, int ranks) {
+  T* d = static_cast<T*>(dst);
+  const T* x = static_cast<const T*>(src);
+  const T s = T(1) / static_cast<T>(ranks);
+  for (size_t i = 0; i < n; ++i) d[i] = x[i] * s;
+}
+
+template <float (*ToFloat)(uint16_t), uint16_t (*FromFloat)(float)>
+void scaleHalfLoop(void* dst, const void* src, size_t n, int ranks) {
+  uint16_t* d = static_cast<uint16_t*>(dst);
+  const uint16_t* x = static_cast<const uint16_t*>(src);
+  const float s = 1.0f / static_cast<float>(ranks);
+  size_t i = 0;
+#if defined(__F16C__)
+  if (ToFloat == rr::fp16ToFloat) {
+    const __m256 vs = _mm256_set1_ps(s);
+    for (; i + 8 <= n; i += 8) {
+      __m256 v = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x + i)));
+      __m128i r = _mm256_cvtps_ph(_mm256_mul_ps(v, vs), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(d + i), r);
+    }
+  }
+#endif
+  for (; i < n; ++i) d[i] = FromFloat(ToFloat(x[i]) * s);
+}
+
 }  // namespace
 
 namespace rr::RR_ISA {
+
+void scale(void* dst, const void* src, size_t count, rr_dtype_t dtype, int ranks) {
+  switch (dtype) {
+    case RR_FLOAT32: return scaleLoop<float>(dst, src, count, ranks);
+    case RR_FLOAT64: return scaleLoop<double>(dst, src, count, ranks);
+    case RR_FLOAT16: return scaleHalfLoop<rr::fp16ToFloat, rr::floatToFp16>(dst, src, count, ranks);
+    case RR_BFLOAT16: return scaleHalfLoop<rr::bf16ToFloat, rr::floatToBf16>(dst, src, count, ranks);
+    default: return;  // integers are not scaled (finalizeAvg divides their sum)
+  }
+}
 
 void reduce(void* dst, const void* a, const void* b, size_t count, rr_dtype_t dtype,
             rr_op_t op) {

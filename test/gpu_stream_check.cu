@@ -4,12 +4,21 @@
 // queues a kernel that checks the summed bucket, and only then synchronises. The sum is
 // right only if the all-reduce started after the writer and the checker ran after the
 // all-reduce. It also reports whether the call returned while the writer was still running
-// (it must not wait for the GPU). Exits 77 (skipped) saying why where there is no GPU.
+// (it must not wait for the GPU). Then, with more than one rank, the concurrency check: a
+// compute kernel on another stream of rank 0 must run while rank 0's all-reduce is in flight
+// (the other ranks submit theirs 300 ms later), as fast as alone: its time with the
+// all-reduce in flight within 20% of its time alone (a hold that blocks the device, such as
+// a waiting host function on Hopper, stalls it for the whole collective). Exits 77 (skipped)
+// saying why where there is no GPU.
 #include <cuda_runtime.h>
 
+#include <unistd.h>
+
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <vector>
 
 #include "ringreduce/ringreduce.h"
 
@@ -47,6 +56,68 @@ __global__ void countWrong(const float* buf, size_t n, float want, unsigned long
        i += static_cast<size_t>(gridDim.x) * blockDim.x)
     mine += buf[i] != want;
   if (mine > 0) atomicAdd(wrong, mine);
+}
+
+// Spins for `cycles` clock ticks: stands for a trainer's compute on another stream.
+__global__ void compute(long long cycles, int* sink) {
+  const long long start = clock64();
+  while (clock64() - start < cycles) {
+  }
+  if (threadIdx.x == 0 && blockIdx.x == 0) *sink = 1;
+}
+
+// Milliseconds a compute kernel of `cycles` takes on `stream` (events around it).
+float timeCompute(cudaStream_t stream, long long cycles, int* sink) {
+  cudaEvent_t a, b;
+  cudaCheck(cudaEventCreate(&a), "cudaEventCreate");
+  cudaCheck(cudaEventCreate(&b), "cudaEventCreate");
+  cudaCheck(cudaEventRecord(a, stream), "cudaEventRecord");
+  compute<<<1, 32, 0, stream>>>(cycles, sink);
+  cudaCheck(cudaGetLastError(), "compute launch");
+  cudaCheck(cudaEventRecord(b, stream), "cudaEventRecord");
+  cudaCheck(cudaEventSynchronize(b), "cudaEventSynchronize");
+  float ms = 0;
+  cudaCheck(cudaEventElapsedTime(&ms, a, b), "cudaEventElapsedTime");
+  cudaEventDestroy(a);
+  cudaEventDestroy(b);
+  return ms;
+}
+
+// Rank 0 times a compute kernel on another stream alone and while its all-reduce (on its
+// own stream) waits for the other ranks, which submit 300 ms later. Median of 3 each.
+void concurrency(rr_comm_t comm, float* buf, size_t elems, cudaStream_t own, long long cycles) {
+  cudaStream_t other = nullptr;
+  cudaCheck(cudaStreamCreate(&other), "cudaStreamCreate");
+  int* sink = nullptr;
+  cudaCheck(cudaMalloc(&sink, sizeof *sink), "cudaMalloc");
+  std::vector<float> alone, during;
+  int overlapped = 0;
+  for (int i = 0; i < 3; ++i) {
+    if (rank == 0) alone.push_back(timeCompute(other, cycles, sink));
+    rrCheck(rr_barrier(comm), "rr_barrier");
+    if (rank != 0) usleep(300 * 1000);
+    rr_request_t req = nullptr;
+    rrCheck(rr_allreduce_async(comm, buf, buf, elems, RR_FLOAT32, RR_SUM, own, &req), "rr_allreduce_async");
+    if (rank == 0) {
+      during.push_back(timeCompute(other, cycles, sink));
+      int done = 0;
+      overlapped += rr_test(req, &done) == RR_IN_PROGRESS && !done;
+    }
+    rrCheck(rr_wait(req), "rr_wait");
+    rrCheck(rr_request_free(req), "rr_request_free");
+    cudaCheck(cudaStreamSynchronize(own), "cudaStreamSynchronize");
+  }
+  cudaFree(sink);
+  cudaStreamDestroy(other);
+  if (rank != 0) return;
+  std::sort(alone.begin(), alone.end());
+  std::sort(during.begin(), during.end());
+  const float ratio = during[1] / alone[1];
+  std::printf("rank 0: concurrency: a compute kernel on another stream took %.2f ms alone and "
+              "%.2f ms while an all-reduce was in flight (ratio %.3f; %d of 3 overlapped)\n",
+              alone[1], during[1], ratio, overlapped);
+  if (overlapped < 3) die("the all-reduce was not in flight while the compute kernel ran");
+  if (ratio > 1.2f) die("a compute kernel on another stream was slowed by more than 20% by an in-flight all-reduce");
 }
 
 }  // namespace
@@ -104,6 +175,7 @@ int main() {
             " elements are not " + std::to_string(want) + " after the all-reduce");
     }
   }
+  if (n > 1) concurrency(comm, buf, elems, own, cycles / 2);
   rrCheck(rr_comm_destroy(comm), "rr_comm_destroy");
   std::printf("rank %d of %d: stream ordering ok on its own stream and on stream NULL (%d rounds); "
               "the call returned while the writer was still running in %d of %d rounds\n",

@@ -10,6 +10,7 @@
 #include "kernels/dtype.h"
 #include "kernels/half.h"
 #include "kernels/reduce.h"
+#include "test/test_values.h"
 
 namespace {
 
@@ -37,6 +38,16 @@ void randomFill(uint8_t* p, size_t count, rr_dtype_t dtype, std::mt19937_64& rng
         std::memcpy(p + rr::dtypeSize(dtype) * i, &v, rr::dtypeSize(dtype));
       }
     }
+  }
+}
+
+void put(uint8_t* p, double v, rr_dtype_t dtype) {
+  switch (dtype) {
+    case RR_FLOAT32: { float f = static_cast<float>(v); std::memcpy(p, &f, 4); break; }
+    case RR_FLOAT64: std::memcpy(p, &v, 8); break;
+    case RR_FLOAT16: { uint16_t h = rr::floatToFp16(static_cast<float>(v)); std::memcpy(p, &h, 2); break; }
+    case RR_BFLOAT16: { uint16_t h = rr::floatToBf16(static_cast<float>(v)); std::memcpy(p, &h, 2); break; }
+    default: break;
   }
 }
 
@@ -98,4 +109,56 @@ TEST_CASE("reference semantics: wrap-around, truncating average, fp16/bf16 in fp
   REQUIRE(rr::bf16ToFloat(gr) == -5.0f);
   REQUIRE(rr::floatToBf16(1.0f + 1.0f / 256) == rr::floatToBf16(1.0f));  // ties to even
   REQUIRE(std::isnan(rr::bf16ToFloat(rr::floatToBf16(std::nanf("")))));
+}
+
+TEST_CASE("MIN and MAX propagate a NaN from either operand, on every reducer, at every lane") {
+  for (rr::Isa isa : {rr::Isa::kBaseline, rr::Isa::kAvx2, rr::Isa::kAvx512}) {
+    if (!rr::isaSupported(isa)) continue;
+    rr::ReduceFn fn = rr::reducerFor(isa);
+    for (rr_dtype_t dtype : {RR_FLOAT32, RR_FLOAT64, RR_FLOAT16, RR_BFLOAT16}) {
+      const size_t es = rr::dtypeSize(dtype), count = 37;
+      for (rr_op_t op : {RR_MIN, RR_MAX}) {
+        for (size_t at = 0; at < count; ++at) {
+          for (int side = 0; side < 2; ++side) {
+            INFO(rr::isaName(isa) << " " << rr::dtypeName(dtype) << " " << rr::opName(op)
+                                  << " NaN at " << at << " in operand " << side);
+            std::vector<uint8_t> a(count * es), b(count * es), got(count * es), want(count * es);
+            for (size_t i = 0; i < count; ++i) {
+              const double x = static_cast<double>(i) - 10, y = 7.0 - static_cast<double>(i);
+              put(a.data() + i * es, x, dtype);
+              put(b.data() + i * es, y, dtype);
+            }
+            put((side == 0 ? a : b).data() + at * es, std::nan(""), dtype);
+            fn(got.data(), a.data(), b.data(), count, dtype, op);
+            rr::reduceReference(want.data(), a.data(), b.data(), count, dtype, op);
+            for (size_t i = 0; i < count; ++i) {
+              REQUIRE(std::isnan(rr::test::elementValue(got.data() + i * es, dtype)) == (i == at));
+              REQUIRE(std::isnan(rr::test::elementValue(want.data() + i * es, dtype)) == (i == at));
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("the float average's scale matches the scalar reference bit for bit") {
+  std::mt19937_64 rng(7);
+  for (rr::Isa isa : {rr::Isa::kBaseline, rr::Isa::kAvx2, rr::Isa::kAvx512}) {
+    if (!rr::isaSupported(isa)) continue;
+    rr::ScaleFn fn = rr::scalerFor(isa);
+    for (rr_dtype_t dtype : {RR_FLOAT32, RR_FLOAT64, RR_FLOAT16, RR_BFLOAT16}) {
+      const size_t es = rr::dtypeSize(dtype);
+      for (size_t count : {0, 1, 7, 8, 9, 33, 1003}) {
+        for (int ranks : {2, 3, 7}) {
+          INFO(rr::isaName(isa) << " " << rr::dtypeName(dtype) << " count " << count << " ranks " << ranks);
+          std::vector<uint8_t> a(count * es + 1), got(a.size()), want(a.size());
+          randomFill(a.data(), count, dtype, rng);
+          rr::scaleReference(want.data(), a.data(), count, dtype, ranks);
+          fn(got.data(), a.data(), count, dtype, ranks);
+          REQUIRE(std::memcmp(got.data(), want.data(), count * es) == 0);
+        }
+      }
+    }
+  }
 }

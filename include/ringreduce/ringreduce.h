@@ -5,12 +5,16 @@
  * It is plain C (C99 and later, C++ too), every handle is opaque, and every call returns
  * an rr_result_t; rr_last_error() gives the message of the last failed call on this thread.
  *
- * Thread safety: every call may be made from any thread. Each communicator runs its
- * collectives on one background thread, in the order they were submitted; submissions from
- * several threads are serialised, so their order is whichever thread came first. All ranks
- * must submit the same sequence, so a program that submits from several threads must order
- * them itself: an order that differs between ranks fails with RR_ERR_MISMATCH, it never
- * mixes data. Requests may be tested, waited on and freed from any thread.
+ * Thread safety: every call may be made from any thread without corrupting the library.
+ * But collectives are matched across ranks by their order alone: each communicator runs
+ * them on one background thread in the order they were submitted, and the n-th collective
+ * of one rank meets the n-th of every other rank. Submit from ONE thread per communicator
+ * (or in an order the program itself enforces, the same on every rank). If several threads
+ * submit on one communicator, their calls interleave differently on different ranks: calls
+ * that differ in count, dtype, op or kind fail with RR_ERR_MISMATCH, but calls of the same
+ * shape are silently reduced with another thread's data. For concurrency, submit several
+ * rr_*_async calls from one thread and wait for them from any thread, or give each thread a
+ * communicator of its own. Requests may be tested, waited on and freed from any thread.
  */
 #ifndef RINGREDUCE_RINGREDUCE_H
 #define RINGREDUCE_RINGREDUCE_H
@@ -111,14 +115,24 @@ RR_API rr_result_t rr_comm_size(rr_comm_t comm, int *size);
  *
  * `stream` is a cudaStream_t (cast to void *). With a stream, or with device buffers, the
  * collective starts after all work queued on the stream before the call, and work queued
- * on the stream after the call waits until the collective has finished (the call itself
- * does not wait for the GPU). For device buffers, stream NULL means CUDA's legacy default
- * stream, as in NCCL (which also orders it after every blocking stream). For host buffers,
- * stream NULL means no stream: the collective may start at once. A stream in a build
- * without CUDA is RR_ERR_UNSUPPORTED; a failing CUDA call is RR_ERR_CUDA with CUDA's
- * message. rr_wait and rr_test report when the result is in the buffer, for host and
- * device buffers alike. If a collective fails, the stream is released all the same: check
- * the request, the blocking call's result or rr_comm_get_async_error before using the data.
+ * on the stream after the call waits until the collective has finished. Both waits happen
+ * on the GPU: the call never waits for the GPU, and the stream is held by a wait on a
+ * counter in mapped pinned memory (cuStreamWaitValue32, or a one-thread kernel where the
+ * device lacks stream memory operations; `ringreduce info` says which) that the library
+ * sets when the collective is done; never by a host function, which on Hopper would stall
+ * every stream of the process. Kernels on the process's other streams keep running. For
+ * device buffers, stream NULL means CUDA's legacy default stream, as in NCCL (which CUDA
+ * also orders with every blocking stream). For host buffers, stream NULL means no stream:
+ * the collective may start at once; a stream with host buffers must belong to the
+ * communicator's GPU. The first call with device buffers or a stream opens the GPU and
+ * allocates pinned staging, which synchronises the device once (as cudaHostAlloc does);
+ * later calls allocate nothing. Device work that does not finish within the timeout fails
+ * the collective with RR_ERR_TIMEOUT naming it and its GPU. A stream in a build without
+ * CUDA is RR_ERR_UNSUPPORTED; a failing CUDA call is RR_ERR_CUDA with CUDA's message.
+ * rr_wait and rr_test report when the result is in the buffer, for host and device
+ * buffers alike. If a collective fails, the stream is released all the same (check the
+ * request, the blocking call's result or rr_comm_get_async_error before using the data),
+ * and the library's kernels may still touch the buffers until rr_comm_destroy returns.
  * Buckets on a stream or on a GPU never travel fused with others. */
 
 /* recv = op over all ranks of send (count elements); in place when send == recv. */

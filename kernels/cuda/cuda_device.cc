@@ -176,9 +176,9 @@ class CudaDevice final : public Device {
   void freeStaging(void* p) override { cudaFreeHost(p); }
 
   uint64_t reduceCopyOut(void* dst, const void* mine, const void* in, void* out, size_t count,
-                         rr_dtype_t dtype, rr_op_t op, int avgRanks) override {
+                         rr_dtype_t dtype, rr_op_t op, AvgStep avg) override {
     check(static_cast<cudaError_t>(cuda::launchReduceCopyOut(dst, mine, in, out, count, dtype, op,
-                                                             avgRanks, maxBlocks_, stream_)),
+                                                             avg, maxBlocks_, stream_)),
           "reduce-and-copy-out kernel launch");
     return record();
   }

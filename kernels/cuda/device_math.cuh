@@ -1,8 +1,11 @@
 // Element arithmetic of the device reducers, as __host__ __device__ functions so that the
 // same code runs in the CUDA kernels and in a host test against the scalar reference
 // (test/test_device_math.cu). The rules are those of kernels/reduce_reference.cc: integer
-// SUM/PROD wrap, MIN/MAX as `a < b ? a : b`, fp16 and bf16 computed in fp32 and rounded to
-// nearest even, RR_AVG divides the finished sum by the number of ranks in the element type.
+// SUM/PROD wrap, MIN/MAX as `a < b ? a : b` with NaN propagated (a NaN first operand, then a
+// NaN second one), fp16 and bf16 computed in fp32 and rounded to nearest even. RR_AVG
+// (kernels/reduce.h, AvgStep): floats scale each contribution by 1/ranks where it enters the
+// sum, rounded to the element type as the host's scale-then-sum does (explicit _rn
+// operations: no fused multiply-add); integers divide the finished sum, truncating.
 #pragma once
 
 #include <cuda_fp16.h>
@@ -11,6 +14,7 @@
 #include <cstring>
 #include <type_traits>
 
+#include "kernels/reduce.h"
 #include "ringreduce/ringreduce.h"
 
 namespace rr::cuda {
@@ -82,11 +86,35 @@ __host__ __device__ inline C combine(C x, C y, rr_op_t op) {
       case RR_SUM:
       case RR_AVG: return x + y;
       case RR_PROD: return x * y;
-      case RR_MIN: return x < y ? x : y;
-      case RR_MAX: return x > y ? x : y;
+      case RR_MIN:
+      case RR_MAX:
+        if (x != x) return x;
+        if (y != y) return y;
+        return op == RR_MIN ? (x < y ? x : y) : (x > y ? x : y);
     }
   }
   return x;
+}
+
+// Multiply and add rounded on their own, never contracted into a fused multiply-add, so
+// that the device rounds as the host's separate scale and sum passes do.
+template <class C>
+__host__ __device__ inline C mulRn(C x, C y) {
+#ifdef __CUDA_ARCH__
+  if constexpr (std::is_same_v<C, float>) return __fmul_rn(x, y);
+  else return __dmul_rn(x, y);
+#else
+  return x * y;
+#endif
+}
+template <class C>
+__host__ __device__ inline C addRn(C x, C y) {
+#ifdef __CUDA_ARCH__
+  if constexpr (std::is_same_v<C, float>) return __fadd_rn(x, y);
+  else return __dadd_rn(x, y);
+#else
+  return x + y;
+#endif
 }
 
 // The finished sum divided by `ranks` (> 1), in the element type: floats divide in their
@@ -103,13 +131,20 @@ __host__ __device__ inline T divideAvg(T sum, int ranks) {
   }
 }
 
-// One element: mine op received, then divided when it is the last reduction of an average
-// (avgRanks > 1), else avgRanks is 0.
+// One element: mine op received; for an average (avg.ranks > 1, op RR_SUM) see the top.
 template <class T>
-__host__ __device__ inline T reduceElement(T mine, T received, rr_op_t op, int avgRanks) {
+__host__ __device__ inline T reduceElement(T mine, T received, rr_op_t op, AvgStep avg) {
   using C = typename ComputeOf<T>::type;
+  if constexpr (std::is_floating_point_v<C>) {
+    if (avg.ranks > 1) {
+      const C s = C(1) / static_cast<C>(avg.ranks);
+      const T a = fromCompute(mulRn(toCompute(mine), s), T{});
+      const T b = avg.first ? fromCompute(mulRn(toCompute(received), s), T{}) : received;
+      return fromCompute(addRn(toCompute(a), toCompute(b)), T{});
+    }
+  }
   T r = fromCompute(combine<C>(toCompute(mine), toCompute(received), op), T{});
-  return avgRanks > 1 ? divideAvg(r, avgRanks) : r;
+  return avg.ranks > 1 && avg.last ? divideAvg(r, avg.ranks) : r;
 }
 
 }  // namespace rr::cuda

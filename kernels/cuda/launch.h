@@ -6,16 +6,16 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "kernels/reduce.h"
 #include "ringreduce/ringreduce.h"
 
 namespace rr::cuda {
 
-// dst[i] = mine[i] op in[i] for i < count (RR_AVG: the sum, then divided by avgRanks when
-// avgRanks > 1, i.e. on the last reduction), and out[i] = dst[i] in the same pass when out
-// is not NULL. dst may be mine (in place); in and out are typically mapped pinned host memory.
+// dst[i] = mine[i] op in[i] for i < count (RR_AVG: as `avg` says, see kernels/reduce.h),
+// and out[i] = dst[i] in the same pass when out is not NULL. dst may be mine (in place); in and out are typically mapped pinned host memory.
 // 16-byte vector loads when all four pointers are 16-byte aligned, else element by element.
 int launchReduceCopyOut(void* dst, const void* mine, const void* in, void* out, size_t count,
-                        rr_dtype_t dtype, rr_op_t op, int avgRanks, int maxBlocks, void* stream);
+                        rr_dtype_t dtype, rr_op_t op, AvgStep avg, int maxBlocks, void* stream);
 
 // dst[0..bytes) = src[0..bytes), in the widest of 16/8/4/2/1-byte words that both pointers
 // and the length allow. Either side may be device or mapped pinned host memory.

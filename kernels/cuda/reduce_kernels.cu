@@ -23,7 +23,7 @@ union Pack {
 
 template <class T, rr_op_t Op>
 __global__ void __launch_bounds__(kThreads)
-reduceCopyOutKernel(T* dst, const T* mine, const T* in, T* out, size_t count, int avgRanks,
+reduceCopyOutKernel(T* dst, const T* mine, const T* in, T* out, size_t count, AvgStep avg,
                     bool vector) {
   constexpr int V = Pack<T>::kElems;
   const size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
@@ -48,14 +48,14 @@ reduceCopyOutKernel(T* dst, const T* mine, const T* in, T* out, size_t count, in
       const size_t i = base + u * stride;
       if (i < vectors) {
 #pragma unroll
-        for (int j = 0; j < V; ++j) a[u].e[j] = reduceElement<T>(a[u].e[j], b[u].e[j], Op, avgRanks);
+        for (int j = 0; j < V; ++j) a[u].e[j] = reduceElement<T>(a[u].e[j], b[u].e[j], Op, avg);
         dst4[i] = a[u].v;
         if (out != nullptr) out4[i] = a[u].v;
       }
     }
   }
   for (size_t i = vectors * V + tid; i < count; i += stride) {
-    const T r = reduceElement<T>(mine[i], in[i], Op, avgRanks);
+    const T r = reduceElement<T>(mine[i], in[i], Op, avg);
     dst[i] = r;
     if (out != nullptr) out[i] = r;
   }
@@ -79,25 +79,25 @@ bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0;
 
 template <class T, rr_op_t Op>
 int launchTyped(void* dst, const void* mine, const void* in, void* out, size_t count,
-                int avgRanks, int maxBlocks, cudaStream_t stream) {
+                AvgStep avg, int maxBlocks, cudaStream_t stream) {
   const bool vector = aligned16(dst) && aligned16(mine) && aligned16(in) &&
                       (out == nullptr || aligned16(out));
   const size_t work = vector ? count / Pack<T>::kElems + count % Pack<T>::kElems : count;
   reduceCopyOutKernel<T, Op><<<blocksFor(work, maxBlocks), kThreads, 0, stream>>>(
       static_cast<T*>(dst), static_cast<const T*>(mine), static_cast<const T*>(in),
-      static_cast<T*>(out), count, avgRanks, vector);
+      static_cast<T*>(out), count, avg, vector);
   return static_cast<int>(cudaGetLastError());
 }
 
 template <class T>
 int launchOp(void* dst, const void* mine, const void* in, void* out, size_t count, rr_op_t op,
-             int avgRanks, int maxBlocks, cudaStream_t stream) {
+             AvgStep avg, int maxBlocks, cudaStream_t stream) {
   switch (op) {
     case RR_SUM:
-    case RR_AVG: return launchTyped<T, RR_SUM>(dst, mine, in, out, count, op == RR_AVG ? avgRanks : 0, maxBlocks, stream);
-    case RR_PROD: return launchTyped<T, RR_PROD>(dst, mine, in, out, count, 0, maxBlocks, stream);
-    case RR_MIN: return launchTyped<T, RR_MIN>(dst, mine, in, out, count, 0, maxBlocks, stream);
-    case RR_MAX: return launchTyped<T, RR_MAX>(dst, mine, in, out, count, 0, maxBlocks, stream);
+    case RR_AVG: return launchTyped<T, RR_SUM>(dst, mine, in, out, count, op == RR_AVG ? avg : AvgStep{}, maxBlocks, stream);
+    case RR_PROD: return launchTyped<T, RR_PROD>(dst, mine, in, out, count, AvgStep{}, maxBlocks, stream);
+    case RR_MIN: return launchTyped<T, RR_MIN>(dst, mine, in, out, count, AvgStep{}, maxBlocks, stream);
+    case RR_MAX: return launchTyped<T, RR_MAX>(dst, mine, in, out, count, AvgStep{}, maxBlocks, stream);
   }
   return static_cast<int>(cudaErrorInvalidValue);
 }
@@ -112,20 +112,20 @@ __global__ void waitFlagKernel(const volatile uint32_t* flag, uint32_t value) {
 }  // namespace
 
 int launchReduceCopyOut(void* dst, const void* mine, const void* in, void* out, size_t count,
-                        rr_dtype_t dtype, rr_op_t op, int avgRanks, int maxBlocks, void* stream) {
+                        rr_dtype_t dtype, rr_op_t op, AvgStep avg, int maxBlocks, void* stream) {
   if (count == 0) return 0;
   auto s = static_cast<cudaStream_t>(stream);
   switch (dtype) {
-    case RR_FLOAT32: return launchOp<float>(dst, mine, in, out, count, op, avgRanks, maxBlocks, s);
-    case RR_FLOAT64: return launchOp<double>(dst, mine, in, out, count, op, avgRanks, maxBlocks, s);
-    case RR_FLOAT16: return launchOp<Fp16>(dst, mine, in, out, count, op, avgRanks, maxBlocks, s);
-    case RR_BFLOAT16: return launchOp<Bf16>(dst, mine, in, out, count, op, avgRanks, maxBlocks, s);
-    case RR_INT8: return launchOp<int8_t>(dst, mine, in, out, count, op, avgRanks, maxBlocks, s);
-    case RR_UINT8: return launchOp<uint8_t>(dst, mine, in, out, count, op, avgRanks, maxBlocks, s);
-    case RR_INT32: return launchOp<int32_t>(dst, mine, in, out, count, op, avgRanks, maxBlocks, s);
-    case RR_UINT32: return launchOp<uint32_t>(dst, mine, in, out, count, op, avgRanks, maxBlocks, s);
-    case RR_INT64: return launchOp<int64_t>(dst, mine, in, out, count, op, avgRanks, maxBlocks, s);
-    case RR_UINT64: return launchOp<uint64_t>(dst, mine, in, out, count, op, avgRanks, maxBlocks, s);
+    case RR_FLOAT32: return launchOp<float>(dst, mine, in, out, count, op, avg, maxBlocks, s);
+    case RR_FLOAT64: return launchOp<double>(dst, mine, in, out, count, op, avg, maxBlocks, s);
+    case RR_FLOAT16: return launchOp<Fp16>(dst, mine, in, out, count, op, avg, maxBlocks, s);
+    case RR_BFLOAT16: return launchOp<Bf16>(dst, mine, in, out, count, op, avg, maxBlocks, s);
+    case RR_INT8: return launchOp<int8_t>(dst, mine, in, out, count, op, avg, maxBlocks, s);
+    case RR_UINT8: return launchOp<uint8_t>(dst, mine, in, out, count, op, avg, maxBlocks, s);
+    case RR_INT32: return launchOp<int32_t>(dst, mine, in, out, count, op, avg, maxBlocks, s);
+    case RR_UINT32: return launchOp<uint32_t>(dst, mine, in, out, count, op, avg, maxBlocks, s);
+    case RR_INT64: return launchOp<int64_t>(dst, mine, in, out, count, op, avg, maxBlocks, s);
+    case RR_UINT64: return launchOp<uint64_t>(dst, mine, in, out, count, op, avg, maxBlocks, s);
   }
   return static_cast<int>(cudaErrorInvalidValue);
 }

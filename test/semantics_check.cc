@@ -1,0 +1,203 @@
+// One rank of the checks that results mean what the header says (started by
+// `ringreduce run -n N`), each a regression test of a wrong result found by trying the library
+// as a careless user would. With RR_TEST_FAKE_DEVICE=1 the same checks run on the device path.
+//
+//   fusion-order   async all-reduces that read what an earlier one wrote (x -> x twice,
+//                  x -> y then y -> z), 100 rounds: fusion must never change a result
+//   avg-overflow   a float average that fits never overflows: fp16 avg of 40000, bf16 of
+//                  3e38, fp32 of FLT_MAX, fp64 of DBL_MAX; an integer average is the wrapped
+//                  sum divided (uint8 avg(200, 200) on 2 ranks is 72, as documented)
+//   nan            MIN and MAX propagate NaN, whichever rank holds it (every rank position,
+//                  every float dtype): every element of the result is NaN
+//   barrier        a barrier on one rank against an all-reduce of uint8 MAX on the others
+//                  (what a barrier sends) is a mismatch naming the barrier, on every rank
+//   waiters        the documented way to overlap: one thread submits 64 async all-reduces,
+//                  four threads wait for them; every result exact
+//
+// Usage: semantics_check MODE
+#include <cfloat>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "kernels/dtype.h"
+#include "kernels/half.h"
+#include "ringreduce/ringreduce.h"
+
+namespace {
+
+int rank = 0, nranks = 1;
+rr_comm_t comm = nullptr;
+
+[[noreturn]] void die(const std::string& what) {
+  std::fprintf(stderr, "rank %d: FAILED: %s\n", rank, what.c_str());
+  std::exit(1);
+}
+
+void check(rr_result_t rc, const std::string& what) {
+  if (rc != RR_SUCCESS) die(what + ": " + rr_result_string(rc) + ": " + rr_last_error());
+}
+
+void fusionOrder() {
+  const size_t count = 256;
+  const float sum = static_cast<float>(nranks * (nranks + 1) / 2);
+  long wrong = 0;
+  for (int round = 0; round < 100; ++round) {
+    // x -> x twice: the second reads the first's result.
+    std::vector<float> x(count, static_cast<float>(rank + 1));
+    rr_request_t a = nullptr, b = nullptr, c = nullptr;
+    check(rr_allreduce_async(comm, x.data(), x.data(), count, RR_FLOAT32, RR_SUM, nullptr, &a), "x -> x");
+    check(rr_allreduce_async(comm, x.data(), x.data(), count, RR_FLOAT32, RR_SUM, nullptr, &b), "x -> x again");
+    check(rr_wait(a), "wait");
+    check(rr_wait(b), "wait");
+    rr_request_free(a);
+    rr_request_free(b);
+    for (float v : x) wrong += v != sum * static_cast<float>(nranks);
+    // x -> y, then y -> z.
+    std::vector<float> in(count, static_cast<float>(rank + 1)), y(count, -1.0f), z(count, -1.0f);
+    check(rr_allreduce_async(comm, in.data(), y.data(), count, RR_FLOAT32, RR_SUM, nullptr, &a), "x -> y");
+    check(rr_allreduce_async(comm, y.data(), z.data(), count, RR_FLOAT32, RR_SUM, nullptr, &b), "y -> z");
+    check(rr_allreduce_async(comm, z.data(), z.data(), count, RR_FLOAT32, RR_MAX, nullptr, &c), "z -> z");
+    for (rr_request_t r : {a, b, c}) {
+      check(rr_wait(r), "wait");
+      rr_request_free(r);
+    }
+    for (size_t i = 0; i < count; ++i)
+      wrong += (y[i] != sum) + (z[i] != sum * static_cast<float>(nranks));
+  }
+  if (wrong != 0) die(std::to_string(wrong) + " elements wrong when a collective reads an earlier one's output");
+  std::printf("rank %d of %d: fusion keeps submission order: 100 rounds of x->x->x and x->y->z exact\n",
+              rank, nranks);
+}
+
+// Puts v into element i of buf as dtype; reads it back.
+void put(std::vector<uint8_t>& buf, size_t i, double v, rr_dtype_t dtype) {
+  uint8_t* p = buf.data() + i * rr::dtypeSize(dtype);
+  switch (dtype) {
+    case RR_FLOAT32: { float f = static_cast<float>(v); std::memcpy(p, &f, 4); break; }
+    case RR_FLOAT64: std::memcpy(p, &v, 8); break;
+    case RR_FLOAT16: { uint16_t h = rr::floatToFp16(static_cast<float>(v)); std::memcpy(p, &h, 2); break; }
+    case RR_BFLOAT16: { uint16_t h = rr::floatToBf16(static_cast<float>(v)); std::memcpy(p, &h, 2); break; }
+    default: { const int64_t x = static_cast<int64_t>(v); std::memcpy(p, &x, rr::dtypeSize(dtype)); }
+  }
+}
+double get(const std::vector<uint8_t>& buf, size_t i, rr_dtype_t dtype) {
+  const uint8_t* p = buf.data() + i * rr::dtypeSize(dtype);
+  switch (dtype) {
+    case RR_FLOAT32: { float f; std::memcpy(&f, p, 4); return f; }
+    case RR_FLOAT64: { double d; std::memcpy(&d, p, 8); return d; }
+    case RR_FLOAT16: { uint16_t h; std::memcpy(&h, p, 2); return rr::fp16ToFloat(h); }
+    case RR_BFLOAT16: { uint16_t h; std::memcpy(&h, p, 2); return rr::bf16ToFloat(h); }
+    case RR_UINT8: return *p;
+    default: return 0;
+  }
+}
+
+void avgOverflow() {
+  struct Case {
+    rr_dtype_t dtype;
+    double value;
+  };
+  const size_t count = 1009;  // several chunks: every rank position starts a chain
+  for (const Case c : {Case{RR_FLOAT16, 40000.0}, Case{RR_BFLOAT16, 3e38}, Case{RR_FLOAT32, FLT_MAX},
+                       Case{RR_FLOAT64, DBL_MAX}}) {
+    std::vector<uint8_t> buf(count * rr::dtypeSize(c.dtype));
+    for (size_t i = 0; i < count; ++i) put(buf, i, c.value, c.dtype);
+    const double want = get(buf, 0, c.dtype);  // the value as the dtype holds it
+    check(rr_allreduce(comm, buf.data(), buf.data(), count, c.dtype, RR_AVG, nullptr), "avg");
+    for (size_t i = 0; i < count; ++i) {
+      const double got = get(buf, i, c.dtype);
+      if (!std::isfinite(got) || std::fabs(got - want) > 1e-2 * std::fabs(want))
+        die(std::string("avg of ") + rr::dtypeName(c.dtype) + " " + std::to_string(want) + " on every rank is " +
+            std::to_string(got) + " at element " + std::to_string(i));
+    }
+  }
+  if (nranks == 2) {  // the documented integer rule: the wrapped sum, divided
+    std::vector<uint8_t> u(count, 200);
+    check(rr_allreduce(comm, u.data(), u.data(), count, RR_UINT8, RR_AVG, nullptr), "uint8 avg");
+    for (uint8_t v : u)
+      if (v != 72) die("uint8 avg(200, 200) is " + std::to_string(v) + ", documented as (400 mod 256) / 2 = 72");
+  }
+  std::printf("rank %d of %d: float averages that fit do not overflow (fp16 40000, bf16 3e38, "
+              "fp32 FLT_MAX, fp64 DBL_MAX)\n", rank, nranks);
+}
+
+void nan() {
+  const size_t count = 1009;
+  long checked = 0;
+  for (rr_dtype_t dtype : {RR_FLOAT32, RR_FLOAT64, RR_FLOAT16, RR_BFLOAT16}) {
+    for (rr_op_t op : {RR_MIN, RR_MAX}) {
+      for (int holder = 0; holder < nranks; ++holder) {
+        std::vector<uint8_t> buf(count * rr::dtypeSize(dtype));
+        for (size_t i = 0; i < count; ++i)
+          put(buf, i, rank == holder ? std::nan("") : static_cast<double>(rank) - 1.5, dtype);
+        check(rr_allreduce(comm, buf.data(), buf.data(), count, dtype, op, nullptr), "min/max");
+        for (size_t i = 0; i < count; ++i, ++checked)
+          if (!std::isnan(get(buf, i, dtype)))
+            die(std::string(rr::opName(op)) + " of " + rr::dtypeName(dtype) + " with a NaN on rank " +
+                std::to_string(holder) + " is " + std::to_string(get(buf, i, dtype)) + " at element " +
+                std::to_string(i));
+      }
+    }
+  }
+  std::printf("rank %d of %d: MIN and MAX propagate NaN from every rank position (%ld elements)\n",
+              rank, nranks, checked);
+}
+
+void barrier() {
+  std::vector<uint8_t> a(static_cast<size_t>(nranks), 0);
+  const rr_result_t rc = rank == 0 ? rr_barrier(comm)
+                                   : rr_allreduce(comm, a.data(), a.data(), a.size(), RR_UINT8, RR_MAX, nullptr);
+  const std::string message = rr_last_error();
+  if (rc != RR_ERR_MISMATCH || message.find("barrier") == std::string::npos)
+    die(std::string("a barrier against an all-reduce gave ") + rr_result_string(rc) + ": " + message);
+  std::printf("rank %d of %d: a barrier never matches an all-reduce: %s\n", rank, nranks, message.c_str());
+}
+
+void waiters() {
+  const size_t count = 4099, ops = 64;
+  std::vector<std::vector<double>> bufs(ops, std::vector<double>(count));
+  std::vector<rr_request_t> reqs(ops);
+  for (size_t k = 0; k < ops; ++k) {
+    for (double& v : bufs[k]) v = static_cast<double>(rank + 1) * static_cast<double>(k + 1);
+    check(rr_allreduce_async(comm, bufs[k].data(), bufs[k].data(), count, RR_FLOAT64, RR_SUM, nullptr, &reqs[k]),
+          "submit");
+  }
+  std::vector<std::thread> threads;
+  std::vector<int> failed(4, 0);
+  for (size_t t = 0; t < 4; ++t)
+    threads.emplace_back([&, t] {
+      for (size_t k = t; k < ops; k += 4) failed[t] += rr_wait(reqs[k]) != RR_SUCCESS;
+    });
+  for (auto& th : threads) th.join();
+  const double sum = nranks * (nranks + 1) / 2.0;
+  for (size_t k = 0; k < ops; ++k) {
+    rr_request_free(reqs[k]);
+    for (double v : bufs[k])
+      if (v != sum * static_cast<double>(k + 1)) die("request " + std::to_string(k) + " is wrong");
+  }
+  for (int f : failed)
+    if (f != 0) die("a wait failed");
+  std::printf("rank %d of %d: 64 requests from one thread, waited for by four: exact\n", rank, nranks);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::string mode = argc > 1 ? argv[1] : "";
+  check(rr_comm_init_from_env(&comm), "rr_comm_init_from_env");
+  check(rr_comm_rank(comm, &rank), "rank");
+  check(rr_comm_size(comm, &nranks), "size");
+  if (mode == "fusion-order") fusionOrder();
+  else if (mode == "avg-overflow") avgOverflow();
+  else if (mode == "nan") nan();
+  else if (mode == "barrier") barrier();
+  else if (mode == "waiters") waiters();
+  else die("unknown mode '" + mode + "'");
+  rr_comm_destroy(comm);
+  return 0;
+}
