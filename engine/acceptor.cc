@@ -29,66 +29,81 @@ AcceptStats acceptConcurrently(int listenFd, const JobIdentity& job, Deadline de
   std::vector<std::thread> workers;
   std::condition_variable finished;
   bool closing = false;  // set when the stragglers are cut off
-  auto reject = [&](const std::string& peer, std::string why) {  // under the lock
+  auto reject = [&](const std::string& peer, std::string why, rr_result_t code) {  // under the lock
     if (closing) why = "dropped unfinished when " + portName + " closed (" + why + ")";
     ++stats.rejected;
     stats.last = peer + ": " + why;
+    stats.lastCode = code;
     log.warn("{}: rejected connection from {}: {}", portName, peer, why);
   };
-  for (;;) {
+  // Cuts off the handshakes still running and joins every worker (also on an error).
+  auto finish = [&](std::chrono::milliseconds grace) {
     {
-      std::lock_guard<std::mutex> lock(mutex);
-      if (cb.done()) break;
+      std::unique_lock<std::mutex> lock(mutex);
+      finished.wait_for(lock, grace, [&] { return pending.empty(); });
+      closing = true;
+      for (int fd : pending) ::shutdown(fd, SHUT_RDWR);
     }
-    if (Clock::now() >= deadline) break;
-    Fd fd = acceptUntil(listenFd, std::min(deadline, deadlineIn(20)));
-    if (!fd) continue;
-    const std::string peer = peerAddr(fd.get()).str();
-    {
-      std::lock_guard<std::mutex> lock(mutex);
-      if (pending.size() >= kMaxPending) {
-        reject(peer, "too many handshakes in progress");
-        continue;
+    for (auto& t : workers) t.join();
+  };
+  try {
+    for (;;) {
+      {
+        std::lock_guard<std::mutex> lock(mutex);
+        if (cb.done()) break;
       }
-      pending.insert(fd.get());
-    }
-    workers.emplace_back([&, peer, fd = std::move(fd)]() mutable {
-      const int raw = fd.get();
-      try {
-        Hello hello = handshakeServer(raw, job, std::min(deadline, deadlineIn(kHandshakeMs)),
-                                      [&](const Hello& h) -> std::string {
-                                        std::lock_guard<std::mutex> lock(mutex);
-                                        if (cb.done()) return cb.full(h);
-                                        return cb.admit(h);
-                                      });
-        try {
-          if (cb.prepare) cb.prepare(hello, raw);
-        } catch (...) {
-          std::lock_guard<std::mutex> lock(mutex);
-          cb.release(hello);
-          throw;
+      if (Clock::now() >= deadline) break;
+      Fd fd = acceptUntil(listenFd, std::min(deadline, deadlineIn(20)));
+      if (!fd) continue;
+      const std::string peer = peerAddr(fd.get()).str();
+      {
+        std::lock_guard<std::mutex> lock(mutex);
+        if (pending.size() >= kMaxPending) {
+          reject(peer, "too many handshakes in progress", RR_ERR_TIMEOUT);
+          continue;
         }
-        std::lock_guard<std::mutex> lock(mutex);
-        pending.erase(raw);
-        cb.commit(hello, std::move(fd));
-        finished.notify_all();
-      } catch (const Error& e) {
-        std::lock_guard<std::mutex> lock(mutex);
-        pending.erase(raw);
-        reject(peer, e.what());
-        finished.notify_all();
+        pending.insert(fd.get());
       }
-    });
+      workers.emplace_back([&, peer, fd = std::move(fd)]() mutable {
+        const int raw = fd.get();
+        try {
+          Hello hello = handshakeServer(raw, job, std::min(deadline, deadlineIn(kHandshakeMs)),
+                                        [&](const Hello& h) -> std::string {
+                                          std::lock_guard<std::mutex> lock(mutex);
+                                          if (cb.done()) return cb.full(h);
+                                          return cb.admit(h);
+                                        });
+          try {
+            if (cb.prepare) cb.prepare(hello, raw);
+          } catch (...) {
+            std::lock_guard<std::mutex> lock(mutex);
+            cb.release(hello);
+            throw;
+          }
+          std::lock_guard<std::mutex> lock(mutex);
+          pending.erase(raw);
+          cb.commit(hello, std::move(fd));
+          finished.notify_all();
+        } catch (const Error& e) {
+          std::lock_guard<std::mutex> lock(mutex);
+          pending.erase(raw);
+          reject(peer, e.what(), e.code());
+          finished.notify_all();
+        } catch (const std::exception& e) {
+          std::lock_guard<std::mutex> lock(mutex);
+          pending.erase(raw);
+          reject(peer, std::string("internal error: ") + e.what(), RR_ERR_INTERNAL);
+          finished.notify_all();
+        }
+      });
+    }
+  } catch (...) {
+    finish(std::chrono::milliseconds(0));
+    throw;
   }
-  {
-    // Handshakes still running get a moment to hear that the job is complete (a rank
-    // started twice deserves a reason); the rest are hostile or stuck and are cut off.
-    std::unique_lock<std::mutex> lock(mutex);
-    finished.wait_for(lock, std::chrono::milliseconds(300), [&] { return pending.empty(); });
-    closing = true;
-    for (int fd : pending) ::shutdown(fd, SHUT_RDWR);
-  }
-  for (auto& t : workers) t.join();
+  // Handshakes still running get a moment to hear that the job is complete (a rank
+  // started twice deserves a reason); the rest are hostile or stuck and are cut off.
+  finish(std::chrono::milliseconds(300));
   return stats;
 }
 

@@ -8,6 +8,7 @@
 #include <functional>
 #include <string>
 
+#include "ringreduce/ringreduce.h"
 #include "transport/handshake.h"
 #include "transport/socket.h"
 
@@ -35,10 +36,13 @@ struct AcceptCallbacks {
 
 struct AcceptStats {
   int rejected = 0;
-  std::string last;  // "address: reason" of the last rejection
+  std::string last;                       // "address: reason" of the last rejection
+  rr_result_t lastCode = RR_ERR_TIMEOUT;  // and its code (RR_ERR_AUTH only for a failed proof)
 };
 
-// Returns when done() or at the deadline (the caller checks which).
+// Returns when done() or at the deadline (the caller checks which). Never leaves a thread
+// behind: if accepting itself fails, the running handshakes are cut off and joined before
+// the error is thrown.
 AcceptStats acceptConcurrently(int listenFd, const JobIdentity& job, Deadline deadline,
                                const AcceptCallbacks& callbacks, spdlog::logger& log,
                                const std::string& portName);

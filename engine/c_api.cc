@@ -1,9 +1,12 @@
 // The C API: the only extern "C" definitions. Each call validates what it can, runs inside
 // a guard that catches every exception and maps it to a result code, and keeps the message
 // for rr_last_error on this thread. No exception crosses this boundary.
+#include <cstddef>
 #include <cstring>
+#include <mutex>
 #include <new>
 #include <string>
+#include <unordered_set>
 
 #include "engine/communicator.h"
 #include "engine/request.h"
@@ -22,6 +25,45 @@ struct rr_request {
 namespace {
 
 thread_local std::string lastError;
+
+// The live handles of each kind: a destroyed or made-up handle is recognised (an error that
+// says so) instead of being used. One lock and one hash lookup per call.
+template <class Handle>
+class Registry {
+ public:
+  void add(Handle h) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    live_.insert(h);
+  }
+  bool remove(Handle h) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return live_.erase(h) == 1;
+  }
+  bool contains(Handle h) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return live_.count(h) == 1;
+  }
+  // A copy of the handle's request, taken under the lock (requests are shared).
+  template <class F>
+  auto with(Handle h, F f) -> decltype(f(h)) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (live_.count(h) == 0) return {};
+    return f(h);
+  }
+
+ private:
+  std::mutex mutex_;
+  std::unordered_set<Handle> live_;
+};
+
+Registry<rr_comm_t>& comms() {
+  static auto* r = new Registry<rr_comm_t>();  // never destroyed: handles outlive statics
+  return *r;
+}
+Registry<rr_request_t>& requests() {
+  static auto* r = new Registry<rr_request_t>();
+  return *r;
+}
 
 template <class F>
 rr_result_t guarded(F&& body) {
@@ -47,8 +89,42 @@ rr_result_t guarded(F&& body) {
 }
 
 rr::Communicator& commOf(rr_comm_t comm, const char* call) {
-  if (comm == nullptr || !comm->impl) rr::fail(RR_ERR_INVALID_ARGUMENT, "{}: comm is NULL", call);
+  if (comm == nullptr) rr::fail(RR_ERR_INVALID_ARGUMENT, "{}: comm is NULL", call);
+  if (!comms().contains(comm))
+    rr::fail(RR_ERR_INVALID_ARGUMENT, "{}: comm {} is not a live communicator (destroyed already?)",
+             call, static_cast<const void*>(comm));
   return *comm->impl;
+}
+
+std::shared_ptr<rr::Request> requestOf(rr_request_t req, const char* call) {
+  if (req == nullptr) rr::fail(RR_ERR_INVALID_ARGUMENT, "{}: req is NULL", call);
+  auto r = requests().with(req, [](rr_request_t h) { return h->impl; });
+  if (!r)
+    rr::fail(RR_ERR_INVALID_ARGUMENT, "{}: req {} is not a live request (freed already?)", call,
+             static_cast<const void*>(req));
+  return r;
+}
+
+// The caller's rr_config_t, read only as far as its struct_size covers: fields it does not
+// have keep RR_CONFIG_INIT's values, so a program built against an older header works.
+rr_config_t configOf(const rr_config_t* given) {
+  rr_config_t c = RR_CONFIG_INIT;
+  if (given->struct_size < offsetof(rr_config_t, rank) + sizeof(int))
+    rr::fail(RR_ERR_INVALID_ARGUMENT,
+             "rr_config_t.struct_size {} is too small (at least {}); start from RR_CONFIG_INIT",
+             given->struct_size, offsetof(rr_config_t, rank) + sizeof(int));
+  auto take = [&](auto& field) {
+    const size_t offset = reinterpret_cast<const char*>(&field) - reinterpret_cast<const char*>(&c);
+    if (offset + sizeof field <= given->struct_size)
+      std::memcpy(&field, reinterpret_cast<const char*>(given) + offset, sizeof field);
+  };
+  take(c.rank);
+  take(c.size);
+  take(c.addr);
+  take(c.secret);
+  take(c.timeout_ms);
+  take(c.ifname);
+  return c;
 }
 
 // A C caller may pass any int as an enum; loading an out-of-range value as the C++ enum type
@@ -70,6 +146,7 @@ void waitFor(const std::shared_ptr<rr::Request>& request) {
 void handOut(std::shared_ptr<rr::Request> request, rr_request_t* req, const char* call) {
   if (req == nullptr) rr::fail(RR_ERR_INVALID_ARGUMENT, "{}: req is NULL", call);
   *req = new rr_request{std::move(request)};
+  requests().add(*req);
 }
 
 void checkReqOut(rr_request_t* req, const char* call) {
@@ -109,9 +186,11 @@ rr_result_t rr_comm_init(const rr_config_t* config, rr_comm_t* comm) {
     *comm = nullptr;
     if (config == nullptr)
       rr::fail(RR_ERR_INVALID_ARGUMENT, "rr_comm_init: config is NULL (use rr_comm_init_from_env)");
+    const rr_config_t known = configOf(config);
     auto handle = std::make_unique<rr_comm>();
-    handle->impl = rr::Communicator::create(config);
+    handle->impl = rr::Communicator::create(&known);
     *comm = handle.release();
+    comms().add(*comm);
   });
 }
 
@@ -122,11 +201,19 @@ rr_result_t rr_comm_init_from_env(rr_comm_t* comm) {
     auto handle = std::make_unique<rr_comm>();
     handle->impl = rr::Communicator::create(nullptr);
     *comm = handle.release();
+    comms().add(*comm);
   });
 }
 
 rr_result_t rr_comm_destroy(rr_comm_t comm) {
-  return guarded([&] { delete comm; });
+  return guarded([&] {
+    if (comm == nullptr) return;
+    if (!comms().remove(comm))
+      rr::fail(RR_ERR_INVALID_ARGUMENT,
+               "rr_comm_destroy: comm {} is not a live communicator (destroyed already?)",
+               static_cast<const void*>(comm));
+    delete comm;
+  });
 }
 
 rr_result_t rr_comm_rank(rr_comm_t comm, int* rank) {
@@ -246,28 +333,33 @@ rr_result_t rr_reduce_scatter_async(rr_comm_t comm, const void* send, void* recv
 rr_result_t rr_test(rr_request_t req, int* done) {
   rr_result_t result = RR_SUCCESS;
   rr_result_t rc = guarded([&] {
-    if (req == nullptr || !req->impl) rr::fail(RR_ERR_INVALID_ARGUMENT, "rr_test: req is NULL");
+    const auto r = requestOf(req, "rr_test");
     if (done == nullptr) rr::fail(RR_ERR_INVALID_ARGUMENT, "rr_test: done is NULL");
-    if (!req->impl->done.load(std::memory_order_acquire)) {
+    if (!r->done.load(std::memory_order_acquire)) {
       *done = 0;
       result = RR_IN_PROGRESS;
       return;
     }
     *done = 1;
-    if (req->impl->result != RR_SUCCESS) throw rr::Error(req->impl->result, req->impl->error);
+    if (r->result != RR_SUCCESS) throw rr::Error(r->result, r->error);
   });
   return rc != RR_SUCCESS ? rc : result;
 }
 
 rr_result_t rr_wait(rr_request_t req) {
   return guarded([&] {
-    if (req == nullptr || !req->impl) rr::fail(RR_ERR_INVALID_ARGUMENT, "rr_wait: req is NULL");
-    waitFor(req->impl);
+    waitFor(requestOf(req, "rr_wait"));
   });
 }
 
 rr_result_t rr_request_free(rr_request_t req) {
-  return guarded([&] { delete req; });
+  return guarded([&] {
+    if (req == nullptr) return;
+    if (!requests().remove(req))
+      rr::fail(RR_ERR_INVALID_ARGUMENT, "rr_request_free: req {} is not a live request (freed already?)",
+               static_cast<const void*>(req));
+    delete req;
+  });
 }
 
 }  // extern "C"

@@ -88,7 +88,15 @@ Communicator::Communicator(Config config, std::shared_ptr<spdlog::logger> log)
     : config_(std::move(config)), log_(std::move(log)) {}
 
 Communicator::~Communicator() {
-  // Refuse new work, let the thread finish what is queued, then stop it.
+  // Collectives not yet finished are cancelled as rr_comm_abort cancels them (their peers
+  // may never join them; a destroy must not wait RR_TIMEOUT_MS for them), then the thread
+  // completes them all with that error and stops.
+  const uint64_t submitted = queue_.lastSubmitted(), finished = finished_.load();
+  if (submitted > finished)
+    abort(fmt::format("rank {}: rr_comm_destroy was called with {} collective{} not finished "
+                      "(op #{}{}); cancelled",
+                      config_.rank, submitted - finished, submitted - finished == 1 ? "" : "s",
+                      finished + 1, submitted - finished > 1 ? fmt::format("..#{}", submitted) : ""));
   queue_.close();
   if (thread_.joinable()) thread_.join();
   if (left_) left_->shutdown();
@@ -108,7 +116,7 @@ void Communicator::connect() {
   if (config_.secret.empty() && config_.size > 1)
     log_->warn("RR_SECRET is not set: connections are authenticated with an empty key");
   barrierBuf_ = std::make_unique<uint8_t[]>(static_cast<size_t>(config_.size));
-  timeline_ = Timeline::open(config_.timeline, config_.rank);
+  timeline_ = Timeline::open(config_.timeline, config_.jobId, config_.rank);
   if (config_.size == 1) return;
   epollFd_ = ::epoll_create1(EPOLL_CLOEXEC);
   if (epollFd_ < 0) failErrno(errno, "epoll_create1");
@@ -295,10 +303,12 @@ void Communicator::waitDevice(Device& device, uint64_t ticket, const Request& r)
   }
 }
 
-void Communicator::abort() {
+void Communicator::abort() { abort(fmt::format("rank {}: rr_comm_abort was called", config_.rank)); }
+
+void Communicator::abort(const std::string& reason) {
   {
     std::lock_guard<std::mutex> lock(errorMutex_);
-    if (!error_) error_ = std::make_pair(RR_ERR_ABORTED, fmt::format("rank {}: rr_comm_abort was called", config_.rank));
+    if (!error_) error_ = std::make_pair(RR_ERR_ABORTED, reason);
   }
   aborted_ = true;
   if (waker_) waker_->wake();
@@ -315,17 +325,28 @@ void Communicator::progressLoop() {
   for (;;) {
     if (aborted_ && !abortSent) {  // tell the neighbours, once
       abortSent = true;
-      poison(Error(RR_ERR_ABORTED, fmt::format("rank {}: rr_comm_abort was called", config_.rank)),
-             queue_.lastSubmitted());
+      const auto e = stickyError();
+      poison(Error(e->first, e->second), queue_.lastSubmitted());
     }
     if (monitor_) monitor_->poll(queue_.lastSubmitted(), StallState{});
     std::shared_ptr<Request> front = queue_.front(std::chrono::milliseconds(100));
     if (!front) {
       if (queue_.closed()) return;
+      // Idle: a neighbour's abort still reaches rr_comm_get_async_error and the next call.
+      if (engine_ && !stickyError()) {
+        try {
+          engine_->pollIdle();
+        } catch (const Error& e) {
+          poison(e, queue_.lastSubmitted());
+        }
+      }
       continue;
     }
     if (auto e = stickyError()) {
-      for (auto& r : queue_.pop(1)) r->complete(e->first, e->second);
+      for (auto& r : queue_.pop(1)) {
+        r->complete(e->first, e->second);
+        finished_ = r->desc.seq;
+      }
       continue;
     }
     try {
@@ -344,6 +365,7 @@ void Communicator::progressLoop() {
       poison(internal, front->desc.seq);
       for (auto& r : inFlight_) r->complete(internal.code(), internal.what());
     }
+    if (!inFlight_.empty()) finished_ = inFlight_.back()->desc.seq;
     inFlight_.clear();
   }
 }

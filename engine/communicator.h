@@ -45,7 +45,8 @@ struct RingSockets;
 class Communicator {
  public:
   static std::unique_ptr<Communicator> create(const rr_config_t* overrides);
-  // Lets the queued collectives finish (or fail), then stops the progress thread.
+  // Cancels the collectives not yet finished (RR_ERR_ABORTED, as abort(); their peers are
+  // told), then stops the progress thread.
   ~Communicator();
 
   int rank() const { return config_.rank; }
@@ -62,6 +63,7 @@ class Communicator {
 
   // From any thread: fail everything queued or running with RR_ERR_ABORTED within 100 ms.
   void abort();
+  void abort(const std::string& reason);
   rr_result_t asyncError();
 
  private:
@@ -103,6 +105,7 @@ class Communicator {
   OpQueue queue_;
   std::thread thread_;
   std::vector<std::shared_ptr<Request>> inFlight_;  // taken from the queue, not yet completed
+  std::atomic<uint64_t> finished_{0};               // the last completed collective's number
 
   // The collective the progress thread works on, for the stall monitor.
   OpDesc current_{};

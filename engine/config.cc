@@ -26,7 +26,8 @@ int64_t parseInt(const char* name, const char* text, int64_t lo, int64_t hi) {
   return v;
 }
 
-// The first launcher whose rank and size variables are both set.
+// The first launcher whose rank or size variable is set; both must be (a lone RR_RANK, or a
+// stray RANK in a shell, must not become a silent job of one rank).
 bool rankFromEnv(Config& c) {
   static constexpr const char* kPairs[][2] = {
       {"RR_RANK", "RR_SIZE"},
@@ -38,7 +39,13 @@ bool rankFromEnv(Config& c) {
   for (const auto& pair : kPairs) {
     const char* rank = env(pair[0]);
     const char* size = env(pair[1]);
-    if (rank == nullptr || size == nullptr) continue;
+    if (rank == nullptr && size == nullptr) continue;
+    if (rank == nullptr || size == nullptr)
+      fail(RR_ERR_INVALID_ARGUMENT,
+           "{}={} is set but {} is not: set both (or neither, for a single rank), or pass rank "
+           "and size in rr_config_t",
+           rank != nullptr ? pair[0] : pair[1], rank != nullptr ? rank : size,
+           rank != nullptr ? pair[1] : pair[0]);
     c.size = static_cast<int>(parseInt(pair[1], size, 1, 1 << 20));
     c.rank = static_cast<int>(parseInt(pair[0], rank, 0, 1 << 20));
     c.rankSource = std::string(pair[0]) + "/" + pair[1];
@@ -88,6 +95,17 @@ Config Config::load(const rr_config_t* o) {
     fail(RR_ERR_INVALID_ARGUMENT,
          "rank {} of {}: no rendezvous address; set RR_ADDR=host:port (where rank 0 listens)",
          c.rank, c.size);
+  if (c.size > 1) {
+    const size_t colon = c.addr.rfind(':');
+    const std::string port = colon == std::string::npos ? "" : c.addr.substr(colon + 1);
+    char* end = nullptr;
+    const long p = std::strtol(port.c_str(), &end, 10);
+    if (port.empty() || *end != '\0' || p < 1 || p > 65535)
+      fail(RR_ERR_INVALID_ARGUMENT,
+           "rank {} of {}: RR_ADDR='{}' needs a port in 1..65535 (the other ranks must find "
+           "rank 0 there; port 0 would be a random one)",
+           c.rank, c.size, c.addr);
+  }
 
   if (o != nullptr && o->secret != nullptr)
     c.secret = o->secret;
@@ -129,6 +147,7 @@ Config Config::load(const rr_config_t* o) {
   if (const char* t = env("RR_TIMELINE")) c.timeline = t;
   if (const char* l = env("RR_LOG_LEVEL")) c.logLevel = l;
   if (const char* f = env("RR_TEST_FAKE_DEVICE")) c.fakeDevice = std::string_view(f) == "1";
+  if (const char* x = env("RR_TEST_EXIT_IN_RING_SETUP")) c.testExitInRingSetup = std::string_view(x) == "1";
   if (const char* h = env("RR_TEST_HOLD_STREAM")) {
     if (std::string_view(h) != "host-function" && std::string_view(h) != "value-wait")
       fail(RR_ERR_INVALID_ARGUMENT, "RR_TEST_HOLD_STREAM='{}' is not host-function or value-wait", h);

@@ -26,6 +26,8 @@
 //   RR_TEST_HOLD_STREAM=host-function   tests only, with RR_TEST_FAKE_DEVICE=1: hold the
 //                           caller's stream with a blocking host function, the design that
 //                           deadlocked on a real GPU, to show that the stand-in catches it
+//   RR_TEST_EXIT_IN_RING_SETUP=1   tests only: the rank exits (status 3) between the
+//                           rendezvous and its ring connections
 #pragma once
 
 #include <cstddef>
@@ -54,6 +56,7 @@ struct Config {
   std::string logLevel = "warn";
   bool fakeDevice = false;
   bool testHoldByHostFunction = false;  // RR_TEST_HOLD_STREAM=host-function (stand-in only)
+  bool testExitInRingSetup = false;     // RR_TEST_EXIT_IN_RING_SETUP=1
 
   // Throws RR_ERR_INVALID_ARGUMENT naming the variable and its value.
   static Config load(const rr_config_t* overrides);

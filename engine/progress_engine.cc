@@ -6,6 +6,7 @@
 #include <cassert>
 #include <cerrno>
 #include <cstdlib>
+#include <algorithm>
 #include <cstring>
 #include <thread>
 
@@ -74,6 +75,13 @@ GroupHeader ProgressEngine::receiveHeader(const OpDesc& next) {
   }
   stalledOn(0, WaitingOn::kNothing, {});
   return GroupHeader::decode(leftHeader_, (rank_ - 1 + size_) % size_);
+}
+
+void ProgressEngine::pollIdle() {
+  epoll_event events[16];
+  const int n = ::epoll_wait(epollFd_, events, 16, 0);
+  for (int i = 0; i < n; ++i) static_cast<EventTarget*>(events[i].data.ptr)->onEvent(events[i].events);
+  for (Link* link : {right_, left_}) link->progress();
 }
 
 void ProgressEngine::sendHeader(const GroupHeader& header) {
@@ -216,16 +224,22 @@ void ProgressEngine::timeout(const std::string& what, bool waitingForLeft, size_
   if (pendingAbort_) throw *pendingAbort_;
   const int left = (rank_ - 1 + size_) % size_;
   const int right = (rank_ + 1) % size_;
-  // Rank 0's view of who holds the job up leads the message when it has one.
+  // Rank 0's view of who holds the job up leads the message when it has one. Without one
+  // (rank 0 gone or frozen), a neighbour's abort that comes within a short grace carries the
+  // first failure, with the cause its rank saw: every rank then reports the same one.
   std::string cause = explain_ ? explain_(stall_) : "";
+  const auto grace = Clock::now() + std::chrono::milliseconds(cause.empty() ? std::clamp(timeoutMs_ / 4, 10, 500) : 0);
+  do {
+    try {
+      progressLinks(stall_.seq);
+    } catch (const Error& e) {
+      if (e.origin() >= 0) throw;
+      break;  // the neighbour is gone: this rank's own view is all there is
+    }
+    if (pendingAbort_) throw *pendingAbort_;
+    if (Clock::now() < grace) wait(grace);
+  } while (Clock::now() < grace);
   if (!cause.empty()) cause += "; ";
-  // A neighbour's abort that came while rank 0 was asked carries the first failure: it wins.
-  try {
-    progressLinks(stall_.seq);
-  } catch (const Error& e) {
-    if (e.origin() >= 0) throw;
-  }
-  if (pendingAbort_) throw *pendingAbort_;
   if (waitingForLeft)
     fail(RR_ERR_TIMEOUT,
          "{}: {}no progress for {} ms on rank {}: waiting for data from rank {} (left "

@@ -62,6 +62,9 @@ class ProgressEngine {
   // Not rank 0: waits for the next header from the left; `next` is this rank's next
   // collective, named if the wait times out.
   GroupHeader receiveHeader(const OpDesc& next);
+  // Between collectives: reads what the links hold without waiting; throws Error for a
+  // neighbour's abort frame (a closed connection is reported by the next collective).
+  void pollIdle();
   // Sends a header right and waits until the kernel has it (used for fusion proposals).
   void sendHeader(const GroupHeader& header);
   // Runs one pass. Rank 0 sends `header` and checks it comes back; others forward it.

@@ -45,6 +45,8 @@ StallMonitor::StallMonitor(int rank, int size, std::vector<Fd>* bootstrap, doubl
       bootstrap_(bootstrap),
       warn_(static_cast<int64_t>(warnSeconds * 1000)),
       interval_(std::min<int64_t>(1000, std::max<int64_t>(10, warn_.count() / 4))),
+      beat_(std::max(250, size)),
+      silent_(std::max<int64_t>(1500, 4 * beat_.count())),
       log_(log),
       status_(static_cast<size_t>(size)),
       partial_(static_cast<size_t>(size)) {}
@@ -78,7 +80,7 @@ void StallMonitor::poll(uint64_t lastSubmitted, const StallState& own) {
   const auto now = Clock::now();
   if (rank_ != 0) {
     const bool changed = lastSubmitted != reported_ && now - lastReport_ >= interval_;
-    const bool beat = stalled(own, now) && now - lastReport_ >= kBeat;
+    const bool beat = now - lastReport_ >= beat_;
     if (changed || beat) send(lastSubmitted, own, false);
     return;
   }
@@ -145,12 +147,13 @@ std::string StallMonitor::cause(int from, uint64_t seq) {
   for (int steps = 0; steps < size_; ++steps) {
     const Status& st = status_[static_cast<size_t>(cur)];
     if (cur != from) {
-      if (st.lastSubmitted < seq)
-        return fmt::format("rank {} has not submitted it (its last submitted op is #{})", cur, st.lastSubmitted);
-      if (cur != 0 && now - st.heard > kSilent)
+      // Silence first: a frozen rank's last report may predate its last submission.
+      if (cur != 0 && now - st.heard > silent_)
         return fmt::format("rank {} has not reported for {:.1f} s (stopped, frozen or its progress "
                            "thread cannot run)",
                            cur, std::chrono::duration<double>(now - st.heard).count());
+      if (st.lastSubmitted < seq)
+        return fmt::format("rank {} has not submitted it (its last submitted op is #{})", cur, st.lastSubmitted);
       if (st.stall.seq != seq || st.stall.on == WaitingOn::kNothing) return "";
       if (st.stall.on == WaitingOn::kDevice)
         return fmt::format("rank {} is waiting for device work on its GPU {} that has not finished",
@@ -202,7 +205,7 @@ void StallMonitor::warn(const StallState& own, uint64_t ownLastSubmitted) {
     const Status& st = status_[static_cast<size_t>(r)];
     const StallState& s = r == 0 ? own : st.stall;
     if (s.seq == 0 || s.on == WaitingOn::kNothing || now - s.since < warn_) continue;
-    if (r != 0 && now - st.heard > kSilent) continue;
+    if (r != 0 && now - st.heard > silent_) continue;
     if (worst == nullptr || s.seq < worst->seq) worst = &s;
   }
   if (worst == nullptr) return;

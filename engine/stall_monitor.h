@@ -3,10 +3,11 @@
 //
 // Every other rank reports to rank 0 over its bootstrap connection (never the ring, which
 // may be the thing that is stuck): the number of its last submitted collective when it
-// changed (at most every report interval), and, while its progress thread has been stalled
-// for kStalledAfter, every kBeat: which op it is stalled in, what it waits for (its left or
-// right neighbour, or device work) and since when. Rank 0 keeps the last report of
-// each rank and when it came.
+// changed (at most every report interval), and a beat at least every beat interval (250 ms,
+// longer for thousands of ranks) with, while its progress thread has been stalled for
+// kStalledAfter, which op it is stalled in, what it waits for (its left or right neighbour,
+// or device work) and since when. Rank 0 keeps the last report of each rank and when it
+// came; a rank whose beats stop (four intervals, at least 1.5 s) is not responding.
 //
 // Stall warnings: when a collective has been stalled on any rank for longer than the warning
 // period, rank 0 logs the ranks that have not submitted it, at most once per period, also
@@ -52,8 +53,6 @@ struct StallState {
 class StallMonitor {
  public:
   static constexpr std::chrono::milliseconds kStalledAfter{200};
-  static constexpr std::chrono::milliseconds kBeat{250};
-  static constexpr std::chrono::milliseconds kSilent{1500};  // no beat this long: not responding
 
   // bootstrap: rank 0: index r is the connection from rank r; others: [0] is the one to rank 0.
   StallMonitor(int rank, int size, std::vector<Fd>* bootstrap, double warnSeconds,
@@ -82,6 +81,8 @@ class StallMonitor {
   std::vector<Fd>* bootstrap_;
   std::chrono::milliseconds warn_;
   std::chrono::milliseconds interval_;
+  std::chrono::milliseconds beat_;    // 250 ms, or 1 ms per rank beyond 250 ranks
+  std::chrono::milliseconds silent_;  // no beat this long: not responding
   spdlog::logger& log_;
   uint64_t reported_ = 0;
   Clock::time_point lastReport_{};

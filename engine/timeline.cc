@@ -3,6 +3,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <cerrno>
 
 #include "kernels/dtype.h"
@@ -16,19 +19,31 @@ constexpr int kRingTrack = 2;
 
 }  // namespace
 
-std::string Timeline::fileFor(const std::string& path, int rank) {
+std::string Timeline::fileFor(const std::string& path, uint64_t jobId, int rank, int copy) {
   const std::string ext = ".json";
-  if (path.size() > ext.size() && path.compare(path.size() - ext.size(), ext.size(), ext) == 0)
-    return path.substr(0, path.size() - ext.size()) + "." + std::to_string(rank) + ext;
-  return path + "." + std::to_string(rank) + ext;
+  const bool hasExt = path.size() > ext.size() && path.compare(path.size() - ext.size(), ext.size(), ext) == 0;
+  const std::string stem = hasExt ? path.substr(0, path.size() - ext.size()) : path;
+  return fmt::format("{}.{:08x}.{}{}{}", stem, static_cast<uint32_t>(jobId), rank,
+                     copy > 1 ? fmt::format(".{}", copy) : "", ext);
 }
 
-std::unique_ptr<Timeline> Timeline::open(const std::string& path, int rank) {
+std::unique_ptr<Timeline> Timeline::open(const std::string& path, uint64_t jobId, int rank) {
   if (path.empty()) return nullptr;
-  const std::string file = fileFor(path, rank);
-  std::FILE* f = std::fopen(file.c_str(), "w");
-  if (f == nullptr) failErrno(errno, fmt::format("RR_TIMELINE: cannot create {}", file));
-  return std::unique_ptr<Timeline>(new Timeline(f, rank));
+  // Created, never truncated: a name that exists (another communicator's trace) is skipped.
+  for (int copy = 1; copy <= 1000; ++copy) {
+    const std::string file = fileFor(path, jobId, rank, copy);
+    const int fd = ::open(file.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    if (fd < 0 && errno == EEXIST) continue;
+    if (fd < 0) failErrno(errno, fmt::format("RR_TIMELINE: cannot create {}", file));
+    std::FILE* f = ::fdopen(fd, "w");
+    if (f == nullptr) {
+      const int e = errno;
+      ::close(fd);
+      failErrno(e, fmt::format("RR_TIMELINE: cannot open {}", file));
+    }
+    return std::unique_ptr<Timeline>(new Timeline(f, rank));
+  }
+  fail(RR_ERR_SYSTEM, "RR_TIMELINE: 1000 traces named {} exist already", fileFor(path, jobId, rank, 1));
 }
 
 Timeline::Timeline(std::FILE* file, int rank) : file_(file), rank_(rank), origin_(Clock::now()) {

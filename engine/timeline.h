@@ -1,5 +1,8 @@
-// Timeline (RR_TIMELINE=path): Chrome trace events, one file per rank, that Perfetto and
-// chrome://tracing open. "trace.json" becomes trace.0.json, trace.1.json, ...
+// Timeline (RR_TIMELINE=path): Chrome trace events, one file per communicator, that Perfetto
+// and chrome://tracing open. "trace.json" becomes trace.<job>.<rank>.json, the job being the
+// first 8 hex digits of the job id (a hash of RR_ADDR, or RR_JOB_ID); a file is created,
+// never truncated, so a name already taken (another communicator's trace in this or another
+// process) gets .2, .3, ... before ".json".
 //
 //   track "collectives": one slice per collective, from submission to completion, with
 //                        its size, dtype, op and the collectives it was fused with
@@ -10,6 +13,8 @@
 // Events are written as they happen (buffered); the file is a complete JSON array once the
 // communicator is destroyed.
 #pragma once
+
+#include <cstdint>
 
 #include <cstdio>
 #include <memory>
@@ -25,14 +30,14 @@ namespace rr {
 class Timeline {
  public:
   // nullptr when path is empty. Throws RR_ERR_SYSTEM if the file cannot be created.
-  static std::unique_ptr<Timeline> open(const std::string& path, int rank);
+  static std::unique_ptr<Timeline> open(const std::string& path, uint64_t jobId, int rank);
   ~Timeline();
 
   void submitted(const Request& request);
   void pass(const std::vector<std::shared_ptr<Request>>& ops, const PassTimes& times);
   void completed(const Request& request, const std::vector<std::shared_ptr<Request>>& group);
 
-  static std::string fileFor(const std::string& path, int rank);
+  static std::string fileFor(const std::string& path, uint64_t jobId, int rank, int copy);
 
  private:
   Timeline(std::FILE* file, int rank);

@@ -22,7 +22,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       rr::handshakeServer(pair.fd(), job, rr::deadlineIn(200),
                           [](const rr::Hello& h) { return h.rank == 1 ? "" : "rank"; });
     } else {
-      rr::handshakeClient(pair.fd(), job, rr::Hello{rr::LinkRole::kData, 1, 4, 0},
+      rr::handshakeClient(pair.fd(), job, rr::Hello{rr::LinkRole::kData, 1, 4, 0, 2},
                           rr::deadlineIn(200), "fuzz server");
     }
   } catch (const rr::Error&) {

@@ -110,14 +110,14 @@ case "$what" in
             -Dcpp_args=-fno-sanitize-recover=all -Dc_args=-fno-sanitize-recover=all || continue
           export RR_TEST_QUICK=1 RR_TEST_TIME_SCALE=3
           suite "$prefix-asan" "ASan+UBSan suite (quick) and soak" --timeout-multiplier 3 \
-            --suite unit --suite integration --suite faults --suite soak
+            --suite unit --suite integration --suite faults --suite soak --no-suite repeat
           unset RR_TEST_QUICK RR_TEST_TIME_SCALE
           ;;
         tsan)
           build "$prefix-tsan" -Dcuda=disabled -Db_sanitize=thread -Db_lundef=false || continue
           export RR_TEST_QUICK=1 RR_TEST_TIME_SCALE=3 TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1"
           suite "$prefix-tsan" "TSan suite (quick, without the heavy runs)" --timeout-multiplier 3 \
-            --suite unit --suite integration --suite faults --no-suite heavy
+            --suite unit --suite integration --suite faults --no-suite heavy --no-suite repeat
           unset RR_TEST_QUICK RR_TEST_TIME_SCALE TSAN_OPTIONS
           ;;
         fuzz)

@@ -9,12 +9,15 @@ dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 for fusion in default 0; do
   if [ $fusion = default ]; then unset RR_FUSION_BYTES; else export RR_FUSION_BYTES=0; fi
-  RR_TIMELINE=$dir/trace.json timeout --kill-after=5 240 "$rr" run -n 4 -- "$check" 1000
-  python3 - "$dir" 4 1000 $fusion <<'PY'
-import json, sys
+  mkdir "$dir/$fusion"
+  RR_TIMELINE=$dir/$fusion/trace.json timeout --kill-after=5 240 "$rr" run -n 4 -- "$check" 1000
+  python3 - "$dir/$fusion" 4 1000 $fusion <<'PY'
+import glob, json, sys
 folder, ranks, ops, fusion = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
 for r in range(ranks):
-    events = json.load(open(f"{folder}/trace.{r}.json"))
+    files = glob.glob(f"{folder}/trace.*.{r}.json")  # trace.<job>.<rank>.json
+    assert len(files) == 1, f"rank {r}: expected one trace, found {files}"
+    events = json.load(open(files[0]))
     begun = {e["id"] for e in events if e.get("ph") == "b"}
     ended = {e["id"] for e in events if e.get("ph") == "e"}
     assert begun == ended == set(range(1, ops + 1)), f"rank {r}: collectives missing from the timeline"

@@ -7,7 +7,12 @@
 //   link    (netns test) the victim only marks that it started; the script then sets its
 //           link down and writes the time it did
 //   abort   calls rr_comm_abort from a second thread in the middle
+//   late    is late in user code: submits only after RR_TIMEOUT_MS + 1.5 s (the others
+//           must name it as the rank that has not submitted, not their innocent neighbour)
+//   stopsmall  every rank runs a loop of small asynchronous all-reduces (fused); the victim
+//           SIGSTOPs itself in the middle of it
 //
+// With RR_TEST_CULPRIT set, every survivor's error must contain that text (the rank named).
 // Every other rank must fail with the expected code, naming the failure; it prints the time
 // from the fault (a timestamp the victim or the script writes to RR_TEST_FAULT_FILE) to its
 // error. Then the survivors destroy the communicator, form a new one among themselves at
@@ -70,6 +75,9 @@ double faultTime() {
 
 }  // namespace
 
+int report(rr_comm_t comm, int rank, int size, int victim, int expected, rr_result_t rc,
+           double errorAt, const std::string& message, int fds0, int threads0);
+
 int main(int argc, char** argv) {
   if (argc < 4) {
     std::fprintf(stderr, "usage: fault_check MODE VICTIM EXPECTED_CODE\n");
@@ -99,7 +107,38 @@ int main(int argc, char** argv) {
     return 1;
   }
 
+  if (mode == "stopsmall") {  // a loop of small all-reduces, fused in flight
+    std::vector<std::vector<float>> small(32, std::vector<float>(256, 1.0f));
+    std::vector<rr_request_t> reqs(small.size());
+    rr_result_t rc = RR_SUCCESS;
+    double errorAt = 0;
+    std::string message;
+    for (int round = 0; round < 100000 && rc == RR_SUCCESS; ++round) {
+      if (rank == victim && round == 50) {
+        markFault();
+        raise(SIGSTOP);
+      }
+      for (size_t k = 0; k < small.size(); ++k)
+        rr_allreduce_async(comm, small[k].data(), small[k].data(), small[k].size(), RR_FLOAT32, RR_MAX, nullptr, &reqs[k]);
+      for (auto* r : reqs) {
+        const rr_result_t w = rr_wait(r);
+        if (w != RR_SUCCESS && rc == RR_SUCCESS) {
+          rc = w;
+          errorAt = nowSeconds();
+          message = rr_last_error();
+        }
+        rr_request_free(r);
+      }
+    }
+    return report(comm, rank, size, victim, expected, rc, errorAt, message, fds0, threads0);
+  }
+
   if (rank == victim) {
+    if (mode == "late") {
+      markFault();
+      const char* t = std::getenv("RR_TIMEOUT_MS");
+      usleep(static_cast<useconds_t>((t != nullptr ? std::atoi(t) : 3000) + 1500) * 1000);
+    }
     if (mode == "exit") {
       markFault();
       std::_Exit(0);
@@ -130,13 +169,24 @@ int main(int argc, char** argv) {
 
   const rr_result_t rc = rr_allreduce(comm, buf.data(), buf.data(), count, RR_FLOAT32, RR_SUM, nullptr);
   const double errorAt = nowSeconds();
-  const std::string message = rr_last_error();
+  return report(comm, rank, size, victim, expected, rc, errorAt, rr_last_error(), fds0, threads0);
+}
+
+// A survivor's error: the expected code, the culprit named (RR_TEST_CULPRIT), every later
+// call failing the same way; then recovery among the survivors.
+int report(rr_comm_t comm, int rank, int size, int victim, int expected, rr_result_t rc,
+           double errorAt, const std::string& message, int fds0, int threads0) {
   rr_result_t async = RR_SUCCESS;
   rr_comm_get_async_error(comm, &async);
   const rr_result_t later = rr_barrier(comm);
   std::printf("rank %d: %s after %.3f s: %s\n", rank, rr_result_string(rc), errorAt - faultTime(),
               message.c_str());
   bool ok = rc == expected && async == rc && later == rc;
+  const char* culprit = std::getenv("RR_TEST_CULPRIT");
+  if (ok && culprit != nullptr && message.find(culprit) == std::string::npos) {
+    std::printf("rank %d: WRONG: the error does not name '%s'\n", rank, culprit);
+    ok = false;
+  }
   if (!ok)
     std::printf("rank %d: WRONG: got %s (async %s, next call %s), expected %s\n", rank,
                 rr_result_string(rc), rr_result_string(async), rr_result_string(later),

@@ -1,50 +1,70 @@
 #!/usr/bin/env bash
-# Faults in the middle of a 64 MiB all-reduce on 4 ranks over loopback (rank 2 is the
-# victim): SIGKILL, SIGSTOP (RR_TIMEOUT_MS=3000), a different count, exit without calling,
-# rr_comm_abort. Every surviving rank must return the named error within the timeout + 2 s
-# of the fault, then the survivors form a new communicator and all-reduce correctly, with
-# no fd or thread left behind (fault_check checks each rank; this script starts them).
+# Faults in the middle of a 64 MiB all-reduce on 4 ranks over loopback: SIGKILL, SIGSTOP
+# (RR_TIMEOUT_MS=3000), a different count, exit without calling, rr_comm_abort, a rank late
+# in user code (rank 0: the others must name it, not their neighbour), and SIGSTOP in a loop
+# of small fused all-reduces. The victim is rank 2 unless said otherwise. Every surviving
+# rank must return the named error, naming the culprit where it is a timeout, within the
+# timeout + 2 s of the fault, then the survivors form a new communicator and all-reduce
+# correctly, with no fd or thread left behind (fault_check checks each rank; this script
+# starts them).
 # Usage: fault_test.sh FAULT_CHECK [MODE...]
+#   RR_TEST_REPEAT=N runs each mode N times; RR_TEST_BOUND_FACTOR=F makes the bound
+#   timeout x F + 0.5 s instead of timeout + 2 s (to catch a failure at twice the timeout).
 set -uo pipefail
 check=$1
 shift
 modes=("$@")
-[ ${#modes[@]} -gt 0 ] || modes=(kill stop count exit abort)
+[ ${#modes[@]} -gt 0 ] || modes=(kill stop count exit abort late stopsmall)
+repeat=${RR_TEST_REPEAT:-1}
 dir=$(mktemp -d)
 trap 'kill -9 $(jobs -p) 2>/dev/null; rm -rf "$dir"' EXIT
 port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 failed=0
 for mode in "${modes[@]}"; do
+  victim=2 culprit=
   case $mode in
     kill|exit) code=4 timeout_ms=20000 ;;  # RR_ERR_PEER_LOST
-    stop) code=3 timeout_ms=3000 ;;        # RR_ERR_TIMEOUT
+    stop|stopsmall) code=3 timeout_ms=${RR_TEST_STOP_TIMEOUT_MS:-3000} culprit="rank 2 " ;;  # RR_ERR_TIMEOUT
+    late) code=3 timeout_ms=3000 victim=0 culprit="rank 0 has not submitted" ;;
     count) code=2 timeout_ms=20000 ;;      # RR_ERR_MISMATCH
     abort) code=6 timeout_ms=20000 ;;      # RR_ERR_ABORTED
   esac
-  rm -f "$dir"/*
-  p1=$(port) p2=$(port)
-  pids=()
-  for r in 0 1 2 3; do
-    RR_RANK=$r RR_SIZE=4 RR_ADDR=127.0.0.1:$p1 RR_TEST_ADDR2=127.0.0.1:$p2 RR_SECRET=fault-test \
-      RR_TIMEOUT_MS=$timeout_ms RR_TEST_FAULT_FILE=$dir/fault \
-      timeout --kill-after=5 90 "$check" "$mode" 2 "$code" >"$dir/out.$r" 2>"$dir/err.$r" &
-    pids+=($!)
+  survivors=()
+  for r in 0 1 2 3; do [ $r = $victim ] || survivors+=($r); done
+  for ((run = 1; run <= repeat; ++run)); do
+    rm -f "$dir"/*
+    p1=$(port) p2=$(port)
+    pids=()
+    for r in 0 1 2 3; do
+      RR_RANK=$r RR_SIZE=4 RR_ADDR=127.0.0.1:$p1 RR_TEST_ADDR2=127.0.0.1:$p2 RR_SECRET=fault-test \
+        RR_TIMEOUT_MS=$timeout_ms RR_TEST_FAULT_FILE=$dir/fault RR_TEST_CULPRIT="$culprit" \
+        timeout --kill-after=5 90 "$check" "$mode" $victim "$code" >"$dir/out.$r" 2>"$dir/err.$r" &
+      pids+=($!)
+    done
+    ok=1
+    for r in "${survivors[@]}"; do
+      wait "${pids[$r]}" || ok=0
+    done
+    kill -9 "${pids[$victim]}" 2>/dev/null
+    wait "${pids[$victim]}" 2>/dev/null
+    [ "$repeat" = 1 ] && for r in "${survivors[@]}"; do sed "s/^/  /" "$dir/out.$r"; done
+    last=$(for r in "${survivors[@]}"; do cat "$dir/out.$r"; done | sed -n 's/.* after \(-\{0,1\}[0-9.]*\) s:.*/\1/p' | sort -g | tail -1)
+    if [ -n "${RR_TEST_BOUND_FACTOR:-}" ]; then
+      bound=$(python3 -c "print($timeout_ms/1000 * ${RR_TEST_BOUND_FACTOR} + 0.5)")
+    else
+      bound=$(python3 -c "print($timeout_ms/1000 + 2)")
+    fi
+    # late: the fault (the victim starting to sleep) comes before the others' deadline
+    # starts; the bound counts from the fault all the same.
+    [ $mode = late ] && bound=$(python3 -c "print($timeout_ms/1000 + 2.5)")
+    if [ $ok = 1 ] && [ -n "$last" ] && python3 -c "import sys; sys.exit(0 if $last <= $bound else 1)"; then
+      [ "$repeat" = 1 ] && echo "$mode: every survivor failed as expected; last error ${last} s after the fault (bound ${bound} s); recovered"
+    else
+      echo "$mode (run $run of $repeat): FAILED (last error after ${last:-?} s, bound ${bound} s)"
+      for r in "${survivors[@]}"; do sed "s/^/  out $r: /" "$dir/out.$r"; sed "s/^/  stderr $r: /" "$dir/err.$r" | tail -5; done
+      failed=1
+    fi
   done
-  ok=1
-  for r in 0 1 3; do
-    wait "${pids[$r]}" || ok=0
-  done
-  kill -9 "${pids[2]}" 2>/dev/null
-  wait "${pids[2]}" 2>/dev/null
-  for r in 0 1 3; do sed "s/^/  /" "$dir/out.$r"; done
-  last=$(cat "$dir"/out.0 "$dir"/out.1 "$dir"/out.3 | sed -n 's/.* after \(-\{0,1\}[0-9.]*\) s:.*/\1/p' | sort -g | tail -1)
-  bound=$(python3 -c "print($timeout_ms/1000 + 2)")
-  if [ $ok = 1 ] && [ -n "$last" ] && python3 -c "import sys; sys.exit(0 if $last <= $bound else 1)"; then
-    echo "$mode: every survivor failed as expected; last error ${last} s after the fault (bound ${bound} s); recovered"
-  else
-    echo "$mode: FAILED (last error after ${last:-?} s, bound ${bound} s)"
-    for r in 0 1 3; do sed "s/^/  stderr $r: /" "$dir/err.$r" | tail -5; done
-    failed=1
-  fi
+  [ "$repeat" -gt 1 ] && echo "$mode: $repeat runs, each within its bound${culprit:+, naming '$culprit'}"
 done
 exit $failed

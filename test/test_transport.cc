@@ -37,7 +37,7 @@ Outcome shake(const rr::JobIdentity& serverJob, const rr::JobIdentity& clientJob
     }
   });
   try {
-    rr::handshakeClient(b.get(), clientJob, rr::Hello{rr::LinkRole::kData, rank, 4, 0},
+    rr::handshakeClient(b.get(), clientJob, rr::Hello{rr::LinkRole::kData, rank, 4, 0, 2},
                         rr::deadlineIn(2000), "test server");
   } catch (const rr::Error& e) {
     out.client = e.code();

@@ -87,7 +87,7 @@ void handshakeClient(int fd, const JobIdentity& job, const Hello& self, Deadline
   wire::put64(hello + 8, job.jobId);
   wire::put32(hello + 16, static_cast<uint32_t>(self.rank));
   wire::put32(hello + 20, static_cast<uint32_t>(self.size));
-  wire::put32(hello + 24, self.index);
+  wire::put32(hello + 24, static_cast<uint32_t>(self.index) | (static_cast<uint32_t>(self.links) << 16));
   uint8_t* clientNonce = hello + 28;
   randomBytes(clientNonce, kNonce);
   uint8_t macInput[kNonce + kHelloBody];
@@ -161,7 +161,8 @@ Hello handshakeServer(int fd, const JobIdentity& job, Deadline deadline,
   peer.role = static_cast<LinkRole>(wire::get16(hello + 6));
   peer.rank = static_cast<int32_t>(wire::get32(hello + 16));
   peer.size = static_cast<int32_t>(wire::get32(hello + 20));
-  peer.index = wire::get32(hello + 24);
+  peer.index = static_cast<uint16_t>(wire::get32(hello + 24) & 0xffffu);
+  peer.links = static_cast<uint16_t>(wire::get32(hello + 24) >> 16);
   std::string why = accept(peer);
   if (!why.empty()) {
     sendReply(fd, job, clientNonce, serverNonce, RR_ERR_INVALID_ARGUMENT, why, deadline);

@@ -33,8 +33,9 @@ struct Hello {
   LinkRole role = LinkRole::kBootstrap;
   int rank = 0;
   int size = 0;
-  uint32_t index = 0;  // which socket of a striped link
-};
+  uint16_t index = 0;  // which socket of a striped link
+  uint16_t links = 0;  // how many sockets the sender stripes a link over (RR_SOCKETS_PER_LINK)
+};                     // (index and links share the hello's 32-bit index field, low half first)
 
 // Client side: proves itself, then checks the server's proof. Throws RR_ERR_AUTH (rejected
 // or bad proof), RR_ERR_PEER_LOST, RR_ERR_TIMEOUT.
