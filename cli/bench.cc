@@ -5,6 +5,8 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cctype>
+#include <cmath>
 #include <cstring>
 #include <memory>
 #include <stdexcept>
@@ -97,8 +99,29 @@ void expected(const BenchOptions& o, const Shape& s, int rank, int n, uint8_t* o
   std::memcpy(out, acc + offset, s.recvCount * es);
 }
 
-uint64_t countWrong(const uint8_t* got, const uint8_t* want, size_t count, size_t es) {
+double valueAt(const uint8_t* p, rr_dtype_t dtype) {
+  switch (dtype) {
+    case RR_FLOAT32: { float f; std::memcpy(&f, p, 4); return f; }
+    case RR_FLOAT64: { double d; std::memcpy(&d, p, 8); return d; }
+    case RR_FLOAT16: { uint16_t h; std::memcpy(&h, p, 2); return fp16ToFloat(h); }
+    case RR_BFLOAT16: { uint16_t h; std::memcpy(&h, p, 2); return bf16ToFloat(h); }
+    default: return 0;
+  }
+}
+
+// Elements that differ from the expected ones: bit for bit, except a float average, which
+// scales every input by 1/n before the sum (kernels/reduce.h) and may round differently.
+uint64_t countWrong(const uint8_t* got, const uint8_t* want, size_t count, rr_dtype_t dtype, rr_op_t op) {
+  const size_t es = dtypeSize(dtype);
   uint64_t wrong = 0;
+  if (op == RR_AVG && dtypeIsFloat(dtype)) {
+    const double tol = dtype == RR_FLOAT64 ? 1e-14 : dtype == RR_FLOAT32 ? 1e-6 : dtype == RR_FLOAT16 ? 4e-3 : 3e-2;
+    for (size_t i = 0; i < count; ++i) {
+      const double g = valueAt(got + i * es, dtype), w = valueAt(want + i * es, dtype);
+      wrong += !(std::fabs(g - w) <= tol * (std::fabs(w) + 1));
+    }
+    return wrong;
+  }
   for (size_t i = 0; i < count; ++i) wrong += std::memcmp(got + i * es, want + i * es, es) != 0;
   return wrong;
 }
@@ -111,17 +134,32 @@ uint64_t countWrong(const uint8_t* got, const uint8_t* want, size_t count, size_
 }  // namespace
 
 size_t parseSize(const std::string& text) {
+  // A number (digits and at most one point, no exponent, no sign) and an optional suffix.
   size_t pos = 0;
-  double v = std::stod(text, &pos);
-  std::string suffix = text.substr(pos);
+  bool point = false, digits = false;
+  for (; pos < text.size(); ++pos) {
+    if (std::isdigit(static_cast<unsigned char>(text[pos]))) digits = true;
+    else if (text[pos] == '.' && !point) point = true;
+    else break;
+  }
+  const std::string suffix = text.substr(pos);
   double mult = 1;
   if (suffix == "K" || suffix == "k") mult = 1024;
   else if (suffix == "M" || suffix == "m") mult = 1024.0 * 1024;
   else if (suffix == "G" || suffix == "g") mult = 1024.0 * 1024 * 1024;
-  else if (!suffix.empty() && suffix != "B" && suffix != "b")
-    throw std::invalid_argument("unknown size suffix '" + suffix + "' (use K, M or G)");
-  if (v < 0) throw std::invalid_argument("size must not be negative");
-  return static_cast<size_t>(v * mult);
+  else if (!suffix.empty() && suffix != "B" && suffix != "b") digits = false;
+  if (!digits)
+    throw std::invalid_argument("'" + text + "' is not a size (a number of bytes with an optional K, M or G suffix)");
+  const double v = std::strtod(text.substr(0, pos).c_str(), nullptr) * mult;
+  if (!(v <= static_cast<double>(size_t{1} << 50)))
+    throw std::invalid_argument("'" + text + "' is larger than 1 PiB");
+  return static_cast<size_t>(v);
+}
+
+size_t benchBytesPerRank(const BenchOptions& o) {
+  // send and recv of the largest size; with the check, the expected result and two more
+  // for computing it.
+  return (o.check ? 5 : 2) * o.maxBytes;
 }
 
 int runBench(const BenchOptions& o) {
@@ -132,8 +170,19 @@ int runBench(const BenchOptions& o) {
   rr_comm_size(comm, &n);
   const size_t es = dtypeSize(o.dtype);
   const Shape biggest = shapeOf(o.collective, o.maxBytes / es, n);
-  Buffer send = allocate(biggest.sendCount * es);
-  Buffer recv = allocate(std::max(biggest.recvCount, biggest.sendCount) * es);
+  Buffer send, recv, want, tmp;
+  try {
+    send = allocate(biggest.sendCount * es);
+    recv = allocate(std::max(biggest.recvCount, biggest.sendCount) * es);
+    if (o.check) {
+      want = allocate(std::max(biggest.recvCount, biggest.sendCount) * es);
+      tmp = allocate(2 * biggest.sendCount * es);
+    }
+  } catch (const std::bad_alloc&) {
+    std::fprintf(stderr, "ringreduce bench: rank %d cannot allocate %zu bytes for --maxbytes %zu\n",
+                 rank, benchBytesPerRank(o), o.maxBytes);
+    std::exit(1);
+  }
   // --device: the collective runs on GPU buffers; inputs and results go through host copies.
   uint8_t* gpuSend = nullptr;
   uint8_t* gpuRecv = nullptr;
@@ -150,11 +199,6 @@ int runBench(const BenchOptions& o) {
   }
   uint8_t* sendBuf = o.device ? gpuSend : send.get();
   uint8_t* recvBuf = o.device ? gpuRecv : recv.get();
-  Buffer want, tmp;
-  if (o.check) {
-    want = allocate(std::max(biggest.recvCount, biggest.sendCount) * es);
-    tmp = allocate(2 * biggest.sendCount * es);
-  }
   const bool reduces = o.collective == "allreduce" || o.collective == "reduce_scatter";
   const bool table = o.format == "table";
   if (rank == 0 && table) {
@@ -193,7 +237,7 @@ int runBench(const BenchOptions& o) {
         std::exit(1);
       }
       expected(o, s, rank, n, want.get(), tmp.get());
-      wrong = countWrong(recv.get(), want.get(), s.recvCount, es);
+      wrong = countWrong(recv.get(), want.get(), s.recvCount, o.dtype, reduces ? o.op : RR_SUM);
       if (rr_result_t rc = rr_allreduce(comm, &wrong, &wrong, 1, RR_UINT64, RR_SUM, nullptr); rc != RR_SUCCESS) die("check", rc);
       totalWrong += wrong;
     }

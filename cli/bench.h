@@ -30,7 +30,10 @@ struct BenchOptions {
 // Runs as one rank of a job (the launcher gave it a rank). Returns the exit status.
 int runBench(const BenchOptions& options);
 
-// "4K", "1M", "256m", "1G", "4096" -> bytes; throws std::invalid_argument.
+// "4K", "1M", "256m", "1G", "4096", "1.5M" -> bytes; throws std::invalid_argument naming
+// the text for anything else (a sign, an exponent, nan, more than 1 PiB).
 size_t parseSize(const std::string& text);
+// Host memory one rank of the benchmark allocates for the largest size.
+size_t benchBytesPerRank(const BenchOptions& options);
 
 }  // namespace rr::cli

@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -91,6 +92,19 @@ bool drain(int& fd, std::string& buf, bool final = false) {
   return false;
 }
 
+// Processes a rank left behind in its group (a wrapper's children) end with the job:
+// SIGTERM, then SIGKILL after a second.
+void stopLeftovers(const std::vector<Rank>& ranks) {
+  bool any = false;
+  for (const auto& rk : ranks) any |= ::kill(-rk.pid, SIGTERM) == 0;
+  for (int i = 0; any && i < 20; ++i) {
+    ::usleep(50000);
+    any = false;
+    for (const auto& rk : ranks) any |= ::kill(-rk.pid, 0) == 0;
+  }
+  for (const auto& rk : ranks) ::kill(-rk.pid, SIGKILL);
+}
+
 int exitCodeOf(int status) {
   if (WIFEXITED(status)) return WEXITSTATUS(status);
   if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
@@ -103,6 +117,17 @@ std::string describeStatus(int status) {
 }
 
 }  // namespace
+
+uint64_t availableMemory() {
+  std::FILE* f = std::fopen("/proc/meminfo", "r");
+  if (f == nullptr) return 0;
+  char line[256];
+  uint64_t kb = 0;
+  while (std::fgets(line, sizeof line, f) != nullptr)
+    if (std::sscanf(line, "MemAvailable: %lu kB", &kb) == 1) break;
+  std::fclose(f);
+  return kb * 1024;
+}
 
 bool startedByLauncher() {
   for (const char* v : {"RR_RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID", "RANK"})
@@ -119,6 +144,7 @@ int launch(const LaunchOptions& o) {
   argv.push_back(nullptr);
   std::fflush(nullptr);
 
+  ::signal(SIGPIPE, SIG_IGN);  // a closed stdout (| head) must not orphan the ranks
   for (int r = 0; r < o.ranks; ++r) {
     int out[2] = {-1, -1}, err[2] = {-1, -1};
     if (o.prefixOutput && (::pipe2(out, O_CLOEXEC) != 0 || ::pipe2(err, O_CLOEXEC) != 0)) {
@@ -131,6 +157,8 @@ int launch(const LaunchOptions& o) {
       return 1;
     }
     if (pid == 0) {
+      ::setpgid(0, 0);                // a group of its own, signalled as one
+      ::signal(SIGPIPE, SIG_DFL);     // the launcher's SIG_IGN would survive exec
       if (o.prefixOutput) {
         ::dup2(out[1], 1);
         ::dup2(err[1], 2);
@@ -145,6 +173,7 @@ int launch(const LaunchOptions& o) {
       std::_Exit(127);
     }
     ranks[r].pid = pid;
+    ::setpgid(pid, pid);  // also here: whichever runs first
     if (o.prefixOutput) {
       ::close(out[1]);
       ::close(err[1]);
@@ -206,16 +235,15 @@ int launch(const LaunchOptions& o) {
       result = 128 + interrupted;
     }
     if (stopping && stopAt == std::chrono::steady_clock::time_point::max()) {
-      for (auto& rk : ranks)
-        if (!rk.exited) ::kill(rk.pid, SIGTERM);
+      for (auto& rk : ranks) ::kill(-rk.pid, SIGTERM);  // each rank's whole group
       stopAt = std::chrono::steady_clock::now() + std::chrono::seconds(3);
     }
     if (stopping && std::chrono::steady_clock::now() >= stopAt) {
-      for (auto& rk : ranks)
-        if (!rk.exited) ::kill(rk.pid, SIGKILL);
+      for (auto& rk : ranks) ::kill(-rk.pid, SIGKILL);
       stopAt += std::chrono::hours(1);
     }
   }
+  stopLeftovers(ranks);
   for (auto& rk : ranks) {  // whatever is left in the pipes
     while (rk.out >= 0 && drain(rk.out, rk.outBuf, true)) {}
     while (rk.err >= 0 && drain(rk.err, rk.errBuf, true)) {}

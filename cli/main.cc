@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include <CLI/CLI.hpp>
@@ -46,6 +47,10 @@ int runCommand(int argc, char** argv) {
     } else if (a == "--") {
       ++i;
       break;
+    } else if (a.size() > 1 && a[0] == '-' && a != "-h" && a != "--help") {
+      std::fprintf(stderr, "ringreduce run: unknown option '%s' (usage: ringreduce run -n N [--] PROGRAM ARGS...)\n",
+                   a.c_str());
+      return 2;
     } else if (a == "-h" || a == "--help") {
       std::printf("usage: ringreduce run -n N [--] PROGRAM ARGS...\n"
                   "Starts N ranks of PROGRAM on this host with RR_RANK, RR_SIZE, RR_ADDR and a\n"
@@ -105,16 +110,24 @@ int main(int argc, char** argv) {
 
   auto* info = app.add_subcommand("info", "version, build options, CPU features, CUDA devices");
 
-  CLI11_PARSE(app, argc, argv);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    // --help and --version exit 0; every usage error exits 2, as the command's own do.
+    const int rc = app.exit(e);
+    return rc == 0 ? 0 : 2;
+  }
 
   if (*info) return rr::cli::runInfo();
   // bench, also when no subcommand is given
-  try {
-    bench.minBytes = rr::cli::parseSize(minBytes);
-    bench.maxBytes = rr::cli::parseSize(maxBytes);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "ringreduce bench: bad size: %s\n", e.what());
-    return 2;
+  for (auto [flag, text, out] : {std::tuple{"-b/--minbytes", &minBytes, &bench.minBytes},
+                                  std::tuple{"-e/--maxbytes", &maxBytes, &bench.maxBytes}}) {
+    try {
+      *out = rr::cli::parseSize(*text);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "ringreduce bench: %s: %s\n", flag, e.what());
+      return 2;
+    }
   }
   if (bench.minBytes > bench.maxBytes) {
     std::fprintf(stderr, "ringreduce bench: --minbytes %zu is larger than --maxbytes %zu\n",
@@ -131,7 +144,20 @@ int main(int argc, char** argv) {
   bench.dtype = *d;
   bench.op = *o;
   bench.check = check != 0;
-  if (rr::cli::startedByLauncher()) return rr::cli::runBench(bench);
+  // -N given explicitly starts local ranks even where launcher variables are set (a stray
+  // RANK in a shell); without it, launcher variables make this process one rank of a job.
+  const bool local = b->count("-N") > 0 || !rr::cli::startedByLauncher();
+  const uint64_t need = static_cast<uint64_t>(rr::cli::benchBytesPerRank(bench)) * (local ? static_cast<uint64_t>(ranks) : 1);
+  if (const uint64_t have = rr::cli::availableMemory(); have > 0 && need > have) {
+    std::fprintf(stderr,
+                 "ringreduce bench: -e/--maxbytes %s needs about %.1f GiB (%d rank%s x %s buffers of "
+                 "that size), but this host has %.1f GiB available; use a smaller -e%s\n",
+                 maxBytes.c_str(), static_cast<double>(need) / (1 << 30), local ? ranks : 1,
+                 local && ranks > 1 ? "s" : "", bench.check ? "5" : "2",
+                 static_cast<double>(have) / (1 << 30), bench.check ? " or -c 0" : "");
+    return 2;
+  }
+  if (!local) return rr::cli::runBench(bench);
   std::vector<std::string> args = rankArgs(argc, argv);
   if (!*b) args.push_back("bench");
   return rr::cli::launch({ranks, args, false});

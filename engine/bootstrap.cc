@@ -129,8 +129,13 @@ std::vector<Fd> gatherRanks(const Config& c, int listenFd, std::vector<Endpoint>
   std::vector<bool> claimed(c.size, false);
   int joined = 1;
   std::optional<Error> fatal;  // a rank that joined cannot take part
+  Clock::time_point fatalAt{};
   AcceptCallbacks cb;
   cb.admit = [&](const Hello& h) -> std::string {
+    {
+      std::lock_guard<std::mutex> lock(fatalMutex);
+      if (fatal) return fatal->what();  // a latecomer hears why the job cannot form
+    }
     if (h.role != LinkRole::kBootstrap) return "a data connection sent to the rendezvous port";
     if (h.size != c.size)
       return fmt::format("rank {} has size {}, rank 0 has size {}", h.rank, h.size, c.size);
@@ -145,7 +150,10 @@ std::vector<Fd> gatherRanks(const Config& c, int listenFd, std::vector<Endpoint>
       table[h.rank] = recvEndpoint(fd, std::min(deadline, deadlineIn(5000)), fmt::format("rank {}", h.rank));
     } catch (const JoinFailed& e) {
       std::lock_guard<std::mutex> lock(fatalMutex);
-      if (!fatal) fatal = e;
+      if (!fatal) {
+        fatal = e;
+        fatalAt = Clock::now();
+      }
       throw;
     }
   };
@@ -154,11 +162,17 @@ std::vector<Fd> gatherRanks(const Config& c, int listenFd, std::vector<Endpoint>
     ++joined;
   };
   cb.release = [&](const Hello& h) { claimed[h.rank] = false; };
+  // After a fatal error, rank 0 goes on answering for a second, so that ranks still on
+  // their way hear the reason instead of a refused connection.
   cb.done = [&] {
     std::lock_guard<std::mutex> lock(fatalMutex);
-    return joined == c.size || fatal.has_value();
+    return joined == c.size || (fatal && Clock::now() - fatalAt > std::chrono::seconds(1));
   };
   cb.full = [&](const Hello& h) {
+    {
+      std::lock_guard<std::mutex> lock(fatalMutex);
+      if (fatal) return std::string(fatal->what());
+    }
     if (h.size != c.size)  // the more useful reason comes first
       return fmt::format("rank {} has size {}, rank 0 has size {}", h.rank, h.size, c.size);
     return fmt::format("all {} ranks have already joined; rank {} came too late (started twice?)",
@@ -260,7 +274,7 @@ void connectLinks(const Config& c, RingSockets& ring, int listenFd, const std::v
     const SockAddr addr = makeAddr(table[right].ip, table[right].port);
     const std::string who = fmt::format("rank {} (right neighbour) at {}", right, addr.str());
     for (int i = 0; i < c.socketsPerLink; ++i) {
-      Fd fd = connectTo(addr, deadline, who);
+      Fd fd = connectTo(addr, deadline, fmt::format("rank {} (right neighbour)", right));
       handshakeClient(fd.get(), jobOf(c),
                       Hello{LinkRole::kData, c.rank, c.size, static_cast<uint16_t>(i),
                             static_cast<uint16_t>(c.socketsPerLink)},
@@ -285,7 +299,17 @@ void agreeOnRing(const Config& c, RingSockets& ring, const std::optional<Error>&
   if (c.rank != 0) {
     Fd& root = ring.bootstrap[0];
     if (own) {
+      // Rank 0's verdict, when it comes soon, names the first failure (often the cause of
+      // this one: a neighbour that failed first); else this rank's own error stands.
       tryStatus(root.get(), *own, "rank 0");
+      std::optional<Error> verdict;
+      try {
+        Error v = recvStatus(root.get(), deadlineIn(3000), "rank 0");
+        if (v.code() != RR_SUCCESS) verdict = std::move(v);
+      } catch (const Error&) {
+      }
+      if (verdict)
+        fail(verdict->code(), "{} (reported by rank 0; on rank {}: {})", verdict->what(), c.rank, own->what());
       throw *own;
     }
     sendStatus(root.get(), RR_SUCCESS, "", deadline, "rank 0");
@@ -348,10 +372,12 @@ RingSockets connectRing(const Config& c, spdlog::logger& log) {
       sendJoinError(root.get(), e);  // rank 0 and every other rank hear why
       throw;
     }
+    // Rank 0 answers at its own deadline at the latest, which may come a little after ours.
+    const Deadline answerBy = deadline + std::chrono::seconds(2);
     uint8_t n[4];
-    recvAll(root.get(), n, 4, deadline, "rank 0");
+    recvAll(root.get(), n, 4, answerBy, "rank 0");
     if (wire::get32(n) == 0) {  // the job cannot form; rank 0 says why
-      const Error e = recvStatus(root.get(), deadline, "rank 0");
+      const Error e = recvStatus(root.get(), answerBy, "rank 0");
       fail(e.code(), "rank {}: the job cannot form: {} (reported by rank 0)", c.rank, e.what());
     }
     if (wire::get32(n) != static_cast<uint32_t>(c.size))

@@ -343,10 +343,7 @@ void Communicator::progressLoop() {
       continue;
     }
     if (auto e = stickyError()) {
-      for (auto& r : queue_.pop(1)) {
-        r->complete(e->first, e->second);
-        finished_ = r->desc.seq;
-      }
+      for (auto& r : queue_.pop(1)) finish(*r, e->first, e->second);
       continue;
     }
     try {
@@ -355,17 +352,16 @@ void Communicator::progressLoop() {
       poison(e, front->desc.seq);
       if (e.code() == RR_ERR_ABORTED) abortSent = true;
       const auto first = stickyError();  // the first error wins, an abort included
-      for (auto& r : inFlight_) r->complete(first->first, first->second);
+      for (auto& r : inFlight_) finish(*r, first->first, first->second);
     } catch (const DeviceError& e) {
       poison(Error(RR_ERR_CUDA, fmt::format("rank {}: {}", config_.rank, e.what())), front->desc.seq);
       const auto first = stickyError();
-      for (auto& r : inFlight_) r->complete(first->first, first->second);
+      for (auto& r : inFlight_) finish(*r, first->first, first->second);
     } catch (const std::exception& e) {
       const Error internal(RR_ERR_INTERNAL, std::string("internal error: ") + e.what());
       poison(internal, front->desc.seq);
-      for (auto& r : inFlight_) r->complete(internal.code(), internal.what());
+      for (auto& r : inFlight_) finish(*r, internal.code(), internal.what());
     }
-    if (!inFlight_.empty()) finished_ = inFlight_.back()->desc.seq;
     inFlight_.clear();
   }
 }
@@ -378,7 +374,7 @@ void Communicator::runNext(const std::shared_ptr<Request>& front) {
     auto ops = inFlight_ = queue_.pop(1);
     runLocal(*ops[0], prepare(*ops[0]));
     if (timeline_) timeline_->completed(*ops[0], ops);
-    ops[0]->complete(RR_SUCCESS, "");
+    finish(*ops[0], RR_SUCCESS, "");
     return;
   }
   if (config_.rank == 0) {
@@ -487,7 +483,7 @@ void Communicator::runPass(const std::vector<std::shared_ptr<Request>>& ops,
   if (timeline_) timeline_->pass(ops, times);
   for (const auto& r : ops) {
     if (timeline_) timeline_->completed(*r, ops);
-    r->complete(RR_SUCCESS, "");
+    finish(*r, RR_SUCCESS, "");
   }
 }
 
@@ -505,6 +501,14 @@ StallState Communicator::stallState() const {
   s.kind = current_.kind;
   s.bytes = currentBytes_;
   return s;
+}
+
+void Communicator::finish(Request& r, rr_result_t code, std::string message) {
+  // Counted before the caller can see it: a destroy right after rr_wait cancels nothing.
+  uint64_t seen = finished_.load();
+  while (seen < r.desc.seq && !finished_.compare_exchange_weak(seen, r.desc.seq)) {
+  }
+  r.complete(code, std::move(message));
 }
 
 void Communicator::onIdle() {

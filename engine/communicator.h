@@ -84,6 +84,8 @@ class Communicator {
   void openDevice(int ordinal, const char* name);
   void waitDevice(Device& device, uint64_t ticket, const Request& r);
   void onIdle();
+  // Completes a request (Request::complete) and counts it as finished.
+  void finish(Request& r, rr_result_t code, std::string message);
   StallState stallState() const;  // the engine's, with the current op's kind and bytes
   void poison(const Error& error, uint64_t seq);
   std::optional<std::pair<rr_result_t, std::string>> stickyError();

@@ -39,4 +39,55 @@ else
   [ $status = 1 ] || { echo "bench --device exited with $status"; exit 1; }
   grep -qE 'bench: --device on rank [01]: .*(\(cuda[A-Za-z]+\)|no CUDA support)' <<<"$out"
 fi
+# A careless user: sizes that are not sizes, sizes that do not fit, unknown flags; each
+# named, exit 2, before any rank starts.
+expect_usage() {  # expect_usage PATTERN COMMAND...: exit 2 and PATTERN on stderr
+  local pattern=$1 out status
+  shift
+  set +e
+  out=$(t "$@" 2>&1)
+  status=$?
+  set -e
+  echo "$out" | head -3
+  [ $status = 2 ] || { echo "'$*' exited with $status, expected 2"; exit 1; }
+  grep -qE -- "$pattern" <<<"$out" || { echo "'$*' did not say: $pattern"; exit 1; }
+}
+expect_usage "-b/--minbytes: 'abc' is not a size" "$rr" bench -N 2 -b abc
+expect_usage "-b/--minbytes: 'nan' is not a size" "$rr" bench -N 2 -b nan
+expect_usage "-e/--maxbytes: '1e30' is not a size" "$rr" bench -N 2 -e 1e30
+expect_usage "-e/--maxbytes 100G needs about .* GiB .* available" "$rr" bench -N 2 -e 100G
+expect_usage "unknown option '-x'" "$rr" run -x 3 true
+expect_usage "--bogus" "$rr" bench --bogus
+# bench -N given explicitly wins over a stray launcher variable; without -N the variable
+# alone is named.
+out=$(RANK=5 t "$rr" bench -N 2 -b 1K -e 1K -n 1 -w 0)
+grep -q "# Out of bounds values : 0 OK" <<<"$out"
+set +e
+out=$(RANK=5 t "$rr" bench -b 1K -e 1K -n 1 -w 0 2>&1)
+status=$?
+set -e
+[ $status != 0 ] && grep -q "RANK=5 is set but WORLD_SIZE is not" <<<"$out" ||
+  { echo "a lone RANK without -N was not named: $out"; exit 1; }
+# run: a rank's children end with the job (process groups); `| head -1` orphans nothing.
+alive() {  # alive PID: running (a zombie that no init reaped here does not count)
+  local state
+  state=$(awk '{print $3}' "/proc/$1/stat" 2>/dev/null) || return 1
+  [ -n "$state" ] && [ "$state" != Z ] && [ "$state" != X ]
+}
+dir=$(mktemp -d)
+set +e
+t "$rr" run -n 2 -- sh -c 'sleep 300 & echo $! > '"$dir"'/child.$RR_RANK
+  if [ "$RR_RANK" = 1 ]; then sleep 1; exit 3; fi; wait'
+status=$?
+set -e
+[ $status = 3 ] || { echo "run exited with $status, expected rank 1's 3"; exit 1; }
+for r in 0 1; do
+  if alive "$(cat "$dir/child.$r")"; then echo "rank $r's child outlived the job"; exit 1; fi
+done
+t "$rr" run -n 2 -- sh -c 'for i in $(seq 50); do echo line $i; sleep 0.02; done; echo $$ > '"$dir"'/done.$RR_RANK' | head -1
+for r in 0 1; do
+  [ -s "$dir/done.$r" ] || { echo "rank $r did not finish after | head -1"; exit 1; }
+  if alive "$(cat "$dir/done.$r")"; then echo "rank $r outlived the job"; exit 1; fi
+done
+rm -rf "$dir"
 echo "cli ok"

@@ -13,9 +13,14 @@
 //                  (what a barrier sends) is a mismatch naming the barrier, on every rank
 //   waiters        the documented way to overlap: one thread submits 64 async all-reduces,
 //                  four threads wait for them; every result exact
+//   destroy-idle   (n=2) rank 1 destroys its communicator with an all-reduce rank 0 never
+//                  joins: the destroy returns at once, the request fails RR_ERR_ABORTED
+//                  naming the destroy; rank 0, idle, sees it in rr_comm_get_async_error
+//   init-report    prints how rr_comm_init_from_env ended (test/init_fault_test.sh)
 //
 // Usage: semantics_check MODE
 #include <cfloat>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -185,10 +190,51 @@ void waiters() {
   std::printf("rank %d of %d: 64 requests from one thread, waited for by four: exact\n", rank, nranks);
 }
 
+void destroyIdle() {
+  using Clock = std::chrono::steady_clock;
+  if (rank == 1) {
+    float x = 1;
+    rr_request_t req = nullptr;
+    check(rr_allreduce_async(comm, &x, &x, 1, RR_FLOAT32, RR_SUM, nullptr, &req), "submit");
+    const auto t0 = Clock::now();
+    check(rr_comm_destroy(comm), "rr_comm_destroy");
+    comm = nullptr;
+    const double took = std::chrono::duration<double>(Clock::now() - t0).count();
+    const rr_result_t rc = rr_wait(req);
+    const std::string message = rr_last_error();
+    rr_request_free(req);
+    if (took > 5) die("rr_comm_destroy with a request nobody joins took " + std::to_string(took) + " s");
+    if (rc != RR_ERR_ABORTED || message.find("rr_comm_destroy") == std::string::npos)
+      die(std::string("the cancelled request gave ") + rr_result_string(rc) + ": " + message);
+    std::printf("rank 1: destroy returned in %.2f s; the request: %s\n", took, message.c_str());
+    return;
+  }
+  rr_result_t async = RR_SUCCESS;
+  for (int i = 0; i < 500 && async == RR_SUCCESS; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    check(rr_comm_get_async_error(comm, &async), "rr_comm_get_async_error");
+  }
+  float x = 1;
+  const rr_result_t next = rr_allreduce(comm, &x, &x, 1, RR_FLOAT32, RR_SUM, nullptr);
+  const std::string message = rr_last_error();
+  if (async != RR_ERR_ABORTED || next != RR_ERR_ABORTED || message.find("rank 1") == std::string::npos)
+    die(std::string("idle rank 0: async error ") + rr_result_string(async) + ", next call " +
+        rr_result_string(next) + ": " + message);
+  std::printf("rank 0 (idle): async error and next call: %s\n", message.c_str());
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   const std::string mode = argc > 1 ? argv[1] : "";
+  if (mode == "init-report") {  // for test/init_fault_test.sh: how init ended, on one line
+    const char* r = std::getenv("RR_RANK");
+    const rr_result_t rc = rr_comm_init_from_env(&comm);
+    std::printf("rank %s: init: %s: %s\n", r != nullptr ? r : "?", rr_result_string(rc),
+                rc == RR_SUCCESS ? "" : rr_last_error());
+    if (rc == RR_SUCCESS) rr_comm_destroy(comm);
+    return 0;
+  }
   check(rr_comm_init_from_env(&comm), "rr_comm_init_from_env");
   check(rr_comm_rank(comm, &rank), "rank");
   check(rr_comm_size(comm, &nranks), "size");
@@ -197,7 +243,8 @@ int main(int argc, char** argv) {
   else if (mode == "nan") nan();
   else if (mode == "barrier") barrier();
   else if (mode == "waiters") waiters();
+  else if (mode == "destroy-idle") destroyIdle();
   else die("unknown mode '" + mode + "'");
-  rr_comm_destroy(comm);
+  if (comm != nullptr) rr_comm_destroy(comm);
   return 0;
 }
