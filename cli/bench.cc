@@ -99,30 +99,11 @@ void expected(const BenchOptions& o, const Shape& s, int rank, int n, uint8_t* o
   std::memcpy(out, acc + offset, s.recvCount * es);
 }
 
-double valueAt(const uint8_t* p, rr_dtype_t dtype) {
-  switch (dtype) {
-    case RR_FLOAT32: { float f; std::memcpy(&f, p, 4); return f; }
-    case RR_FLOAT64: { double d; std::memcpy(&d, p, 8); return d; }
-    case RR_FLOAT16: { uint16_t h; std::memcpy(&h, p, 2); return fp16ToFloat(h); }
-    case RR_BFLOAT16: { uint16_t h; std::memcpy(&h, p, 2); return bf16ToFloat(h); }
-    default: return 0;
-  }
-}
-
-// Elements that differ from the expected ones: bit for bit, except a float average, which
-// scales every input by 1/n before the sum (kernels/reduce.h) and may round differently.
+// Elements that differ from the expected ones (a float average within its rounding).
 uint64_t countWrong(const uint8_t* got, const uint8_t* want, size_t count, rr_dtype_t dtype, rr_op_t op) {
   const size_t es = dtypeSize(dtype);
   uint64_t wrong = 0;
-  if (op == RR_AVG && dtypeIsFloat(dtype)) {
-    const double tol = dtype == RR_FLOAT64 ? 1e-14 : dtype == RR_FLOAT32 ? 1e-6 : dtype == RR_FLOAT16 ? 4e-3 : 3e-2;
-    for (size_t i = 0; i < count; ++i) {
-      const double g = valueAt(got + i * es, dtype), w = valueAt(want + i * es, dtype);
-      wrong += !(std::fabs(g - w) <= tol * (std::fabs(w) + 1));
-    }
-    return wrong;
-  }
-  for (size_t i = 0; i < count; ++i) wrong += std::memcmp(got + i * es, want + i * es, es) != 0;
+  for (size_t i = 0; i < count; ++i) wrong += !sameResult(got + i * es, want + i * es, 1, dtype, op);
   return wrong;
 }
 

@@ -242,7 +242,8 @@ std::vector<Fd> acceptLeft(const Config& c, int listenFd, int left, Deadline dea
   cb.done = [&] { return have == c.socketsPerLink || !fatal.empty(); };
   cb.full = [&](const Hello& h) {
     if (!fatal.empty()) return fatal;
-    return fmt::format("all {} sockets from rank {} are already connected", c.socketsPerLink, h.rank);
+    return fmt::format("all {} socket{} from rank {} {} already connected", c.socketsPerLink,
+                       c.socketsPerLink == 1 ? "" : "s", h.rank, c.socketsPerLink == 1 ? "is" : "are");
   };
   AcceptStats stats = acceptConcurrently(listenFd, jobOf(c), deadline, cb, log, "data port");
   if (!fatal.empty()) fail(RR_ERR_INVALID_ARGUMENT, "rank {}: {}", c.rank, fatal);

@@ -45,26 +45,11 @@ inline std::vector<uint8_t> reducedSmall(size_t total, rr_dtype_t dtype, rr_op_t
   return acc;
 }
 
-inline double elementValue(const uint8_t* p, rr_dtype_t dtype) {
-  switch (dtype) {
-    case RR_FLOAT32: { float f; std::memcpy(&f, p, 4); return f; }
-    case RR_FLOAT64: { double d; std::memcpy(&d, p, 8); return d; }
-    case RR_FLOAT16: { uint16_t h; std::memcpy(&h, p, 2); return fp16ToFloat(h); }
-    case RR_BFLOAT16: { uint16_t h; std::memcpy(&h, p, 2); return bf16ToFloat(h); }
-    default: return 0;
-  }
-}
+inline double elementValue(const uint8_t* p, rr_dtype_t dtype) { return floatValueAt(p, dtype); }
 
 // got == want bit for bit, except a float average, which may differ by its rounding.
 inline bool matches(const uint8_t* got, const uint8_t* want, size_t count, rr_dtype_t dtype, rr_op_t op) {
-  const size_t es = dtypeSize(dtype);
-  if (op != RR_AVG || !dtypeIsFloat(dtype)) return std::memcmp(got, want, count * es) == 0;
-  const double tol = dtype == RR_FLOAT64 ? 1e-14 : dtype == RR_FLOAT32 ? 1e-6 : dtype == RR_FLOAT16 ? 4e-3 : 3e-2;
-  for (size_t i = 0; i < count; ++i) {
-    const double g = elementValue(got + i * es, dtype), w = elementValue(want + i * es, dtype);
-    if (!(std::fabs(g - w) <= tol * (std::fabs(w) + 1))) return false;
-  }
-  return true;
+  return sameResult(got, want, count, dtype, op);
 }
 
 }  // namespace rr::test
