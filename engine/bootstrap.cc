@@ -14,6 +14,8 @@
 #include <vector>
 
 #include "engine/acceptor.h"
+#include "engine/bootstrap_wire.h"
+#include "engine/rendezvous.h"
 #include "transport/error.h"
 #include "transport/handshake.h"
 #include "transport/interfaces.h"
@@ -21,86 +23,6 @@
 
 namespace rr {
 namespace {
-
-constexpr size_t kMaxStatusText = 4096;
-
-struct Endpoint {
-  std::string ip;
-  uint16_t port = 0;
-};
-
-// A rank that reached rank 0 but cannot take part: the job cannot form.
-class JoinFailed : public Error {
- public:
-  using Error::Error;
-};
-
-void sendEndpoint(int fd, const Endpoint& e, Deadline deadline, const std::string& what) {
-  uint8_t buf[3 + 64];
-  const size_t len = std::min<size_t>(e.ip.size(), 64);
-  wire::put16(buf, e.port);
-  buf[2] = static_cast<uint8_t>(len);
-  std::memcpy(buf + 3, e.ip.data(), len);
-  sendAll(fd, buf, 3 + len, deadline, what);
-}
-
-// A status on a bootstrap connection: code u32 (RR_SUCCESS or the failure), length u32, text.
-void sendStatus(int fd, rr_result_t code, const std::string& text, Deadline deadline,
-                const std::string& what) {
-  const std::string t = text.substr(0, kMaxStatusText);
-  std::vector<uint8_t> buf(8 + t.size());
-  wire::put32(buf.data(), static_cast<uint32_t>(code));
-  wire::put32(buf.data() + 4, static_cast<uint32_t>(t.size()));
-  std::memcpy(buf.data() + 8, t.data(), t.size());
-  sendAll(fd, buf.data(), buf.size(), deadline, what);
-}
-
-Error recvStatus(int fd, Deadline deadline, const std::string& what) {
-  uint8_t head[8];
-  recvAll(fd, head, 8, deadline, what);
-  const uint32_t code = wire::get32(head), len = wire::get32(head + 4);
-  if (code > RR_ERR_INTERNAL || len > kMaxStatusText)
-    fail(RR_ERR_SYSTEM, "protocol error: {} sent a status of code {} and {} bytes", what, code, len);
-  std::string text(len, '\0');
-  recvAll(fd, text.data(), len, deadline, what);
-  return Error(static_cast<rr_result_t>(code), text);
-}
-
-// Best effort: a failing rank tells the other end why before it closes.
-void tryStatus(int fd, const Error& e, const std::string& what) {
-  try {
-    sendStatus(fd, e.code(), e.what(), deadlineIn(500), what);
-  } catch (const Error&) {
-  }
-}
-
-// Rank r -> rank 0 after the handshake: its endpoint, or (length 0) why it cannot join.
-void sendJoinError(int fd, const Error& e) {
-  uint8_t head[3] = {0, 0, 0};
-  try {
-    sendAll(fd, head, 3, deadlineIn(500), "rank 0");
-  } catch (const Error&) {
-    return;
-  }
-  tryStatus(fd, e, "rank 0");
-}
-
-Endpoint recvEndpoint(int fd, Deadline deadline, const std::string& what) {
-  uint8_t head[3];
-  recvAll(fd, head, 3, deadline, what);
-  if (head[2] == 0) {  // the rank could not join, and says why
-    const Error e = recvStatus(fd, deadline, what);
-    throw JoinFailed(e.code(), fmt::format("{} cannot join: {}", what, e.what()));
-  }
-  if (head[2] > 64)
-    fail(RR_ERR_SYSTEM, "protocol error: {} sent an address of {} bytes", what, head[2]);
-  Endpoint e;
-  e.port = wire::get16(head);
-  e.ip.resize(head[2]);
-  recvAll(fd, e.ip.data(), head[2], deadline, what);
-  makeAddr(e.ip, e.port);  // throws unless it is a numeric address
-  return e;
-}
 
 // The IP this rank publishes: the chosen interface's, else the one that reaches rank 0.
 std::string chooseIp(const Config& c, int routeFd, spdlog::logger& log) {
@@ -119,95 +41,6 @@ std::string chooseIp(const Config& c, int routeFd, spdlog::logger& log) {
 }
 
 JobIdentity jobOf(const Config& c) { return JobIdentity{c.jobId, c.secret}; }
-
-// Rank 0: accepts every other rank, returns their bootstrap sockets (index = rank) and the
-// endpoint table, its own entry filled in by the caller.
-std::vector<Fd> gatherRanks(const Config& c, int listenFd, std::vector<Endpoint>& table,
-                            Deadline deadline, spdlog::logger& log) {
-  std::mutex fatalMutex;
-  std::vector<Fd> conns(c.size);
-  std::vector<bool> claimed(c.size, false);
-  int joined = 1;
-  std::optional<Error> fatal;  // a rank that joined cannot take part
-  Clock::time_point fatalAt{};
-  AcceptCallbacks cb;
-  cb.admit = [&](const Hello& h) -> std::string {
-    {
-      std::lock_guard<std::mutex> lock(fatalMutex);
-      if (fatal) return fatal->what();  // a latecomer hears why the job cannot form
-    }
-    if (h.role != LinkRole::kBootstrap) return "a data connection sent to the rendezvous port";
-    if (h.size != c.size)
-      return fmt::format("rank {} has size {}, rank 0 has size {}", h.rank, h.size, c.size);
-    if (h.rank < 1 || h.rank >= c.size)
-      return fmt::format("rank {} is out of range 1..{}", h.rank, c.size - 1);
-    if (claimed[h.rank]) return fmt::format("rank {} joined twice", h.rank);
-    claimed[h.rank] = true;
-    return "";
-  };
-  cb.prepare = [&](const Hello& h, int fd) {
-    try {
-      table[h.rank] = recvEndpoint(fd, std::min(deadline, deadlineIn(5000)), fmt::format("rank {}", h.rank));
-    } catch (const JoinFailed& e) {
-      std::lock_guard<std::mutex> lock(fatalMutex);
-      if (!fatal) {
-        fatal = e;
-        fatalAt = Clock::now();
-      }
-      throw;
-    }
-  };
-  cb.commit = [&](const Hello& h, Fd fd) {
-    conns[h.rank] = std::move(fd);
-    ++joined;
-  };
-  cb.release = [&](const Hello& h) { claimed[h.rank] = false; };
-  // After a fatal error, rank 0 goes on answering for a second, so that ranks still on
-  // their way hear the reason instead of a refused connection.
-  cb.done = [&] {
-    std::lock_guard<std::mutex> lock(fatalMutex);
-    return joined == c.size || (fatal && Clock::now() - fatalAt > std::chrono::seconds(1));
-  };
-  cb.full = [&](const Hello& h) {
-    {
-      std::lock_guard<std::mutex> lock(fatalMutex);
-      if (fatal) return std::string(fatal->what());
-    }
-    if (h.size != c.size)  // the more useful reason comes first
-      return fmt::format("rank {} has size {}, rank 0 has size {}", h.rank, h.size, c.size);
-    return fmt::format("all {} ranks have already joined; rank {} came too late (started twice?)",
-                       c.size, h.rank);
-  };
-  AcceptStats stats = acceptConcurrently(listenFd, jobOf(c), deadline, cb, log, "rendezvous");
-  std::optional<Error> failure = fatal;
-  if (!failure && joined < c.size) {
-    std::string missing;
-    int count = 0;
-    for (int r = 1; r < c.size; ++r)
-      if (!conns[r]) missing += (count++ ? ", " : "") + std::to_string(r);
-    // RR_ERR_AUTH only when what kept them out was a failed proof of the secret.
-    failure = Error(stats.rejected > 0 && stats.lastCode == RR_ERR_AUTH ? RR_ERR_AUTH : RR_ERR_TIMEOUT,
-                    fmt::format("rendezvous at {}: {} {} did not join within {} ms ({} connection{} "
-                                "rejected{}{})",
-                                c.addr, count == 1 ? "rank" : "ranks", missing, c.connectTimeoutMs,
-                                stats.rejected, stats.rejected == 1 ? "" : "s",
-                                stats.rejected ? ", last: " : "", stats.last));
-  }
-  if (failure) {  // every rank that joined hears why the job cannot form
-    for (int r = 1; r < c.size; ++r) {
-      if (!conns[r]) continue;
-      uint8_t zero[4] = {0, 0, 0, 0};  // a table of 0 ranks: a status follows
-      try {
-        sendAll(conns[r].get(), zero, 4, deadlineIn(500), fmt::format("rank {}", r));
-      } catch (const Error&) {
-        continue;
-      }
-      tryStatus(conns[r].get(), *failure, fmt::format("rank {}", r));
-    }
-    throw *failure;
-  }
-  return conns;
-}
 
 // Accepts the data sockets of rank `left`, in socket-index order.
 std::vector<Fd> acceptLeft(const Config& c, int listenFd, int left, Deadline deadline,
@@ -259,7 +92,7 @@ std::vector<Fd> acceptLeft(const Config& c, int listenFd, int left, Deadline dea
 // Connects this rank's two ring links: RR_SOCKETS_PER_LINK sockets to the right neighbour
 // while the left neighbour's are accepted on another thread (both at once, or the ring
 // would deadlock).
-void connectLinks(const Config& c, RingSockets& ring, int listenFd, const std::vector<Endpoint>& table,
+void connectLinks(const Config& c, RingSockets& ring, int listenFd, const Endpoint& rightEnd,
                   Deadline deadline, spdlog::logger& log) {
   const int right = (c.rank + 1) % c.size;
   const int left = (c.rank - 1 + c.size) % c.size;
@@ -272,7 +105,7 @@ void connectLinks(const Config& c, RingSockets& ring, int listenFd, const std::v
     }
   });
   try {
-    const SockAddr addr = makeAddr(table[right].ip, table[right].port);
+    const SockAddr addr = makeAddr(rightEnd.ip, rightEnd.port);
     const std::string who = fmt::format("rank {} (right neighbour) at {}", right, addr.str());
     for (int i = 0; i < c.socketsPerLink; ++i) {
       Fd fd = connectTo(addr, deadline, fmt::format("rank {} (right neighbour)", right));
@@ -290,7 +123,7 @@ void connectLinks(const Config& c, RingSockets& ring, int listenFd, const std::v
   acceptor.join();
   if (acceptError) std::rethrow_exception(acceptError);
   log.info("ring connected: left rank {}, right rank {} at {}:{}, {} sockets per link", left,
-           right, table[right].ip, table[right].port, c.socketsPerLink);
+           right, rightEnd.ip, rightEnd.port, c.socketsPerLink);
 }
 
 // After the ring: every rank reports to rank 0 whether its links formed, and rank 0 answers
@@ -318,14 +151,25 @@ void agreeOnRing(const Config& c, RingSockets& ring, const std::optional<Error>&
     if (verdict.code() != RR_SUCCESS) throw verdict;
     return;
   }
+  // Every rank's report (a rank that failed sends it at once; with a failure of its own,
+  // rank 0 waits only a second for the others). The verdict is the most telling failure:
+  // a configuration or secret error before a lost or refused connection, which is often
+  // only its consequence; among equals, the lowest rank's.
+  auto weight = [](rr_result_t code) {
+    return code == RR_ERR_INVALID_ARGUMENT || code == RR_ERR_AUTH ? 2 : code == RR_SUCCESS ? 0 : 1;
+  };
   std::optional<Error> first = own;
-  for (int r = 1; r < c.size && !first; ++r) {
+  const Deadline reportsBy = own ? std::min(deadline, deadlineIn(1000)) : deadline;
+  for (int r = 1; r < c.size; ++r) {
+    std::optional<Error> e;
     try {
-      const Error e = recvStatus(ring.bootstrap[r].get(), deadline, fmt::format("rank {}", r));
-      if (e.code() != RR_SUCCESS) first = Error(e.code(), fmt::format("rank {} could not connect the ring: {}", r, e.what()));
-    } catch (const Error& e) {
-      first = Error(e.code(), fmt::format("rank {} did not report its ring connections: {}", r, e.what()));
+      const Error report = recvStatus(ring.bootstrap[r].get(), reportsBy, fmt::format("rank {}", r));
+      if (report.code() != RR_SUCCESS)
+        e = Error(report.code(), fmt::format("rank {} could not connect the ring: {}", r, report.what()));
+    } catch (const Error& err) {
+      e = Error(err.code(), fmt::format("rank {} did not report its ring connections: {}", r, err.what()));
     }
+    if (e && (!first || weight(e->code()) > weight(first->code()))) first = e;
   }
   for (int r = 1; r < c.size; ++r) {
     if (first)
@@ -347,19 +191,23 @@ RingSockets connectRing(const Config& c, spdlog::logger& log) {
   Fd dataListener;
   const SockAddr rendezvous = resolve(c.addr, "RR_ADDR");
 
+  const int right = (c.rank + 1) % c.size;
+  Endpoint rightEnd;  // all a rank learns: where its right neighbour listens
   if (c.rank == 0) {
-    Fd listener = listenOn(rendezvous, 128);
+    reserveFds(c.size + 64, log);
+    Fd listener = listenOn(rendezvous, SOMAXCONN);
     ring.bootstrap = gatherRanks(c, listener.get(), table, deadline, log);
     const std::string ip = chooseIp(c, ring.bootstrap[1].get(), log);
     dataListener = listenOn(makeAddr(ip, 0), 64);
     table[0] = Endpoint{ip, localAddr(dataListener.get()).port()};
+    // Each rank gets the job's size and its right neighbour's endpoint: O(n) bytes in all.
     for (int r = 1; r < c.size; ++r) {
-      uint8_t n[4];
-      wire::put32(n, static_cast<uint32_t>(c.size));
-      const std::string who = fmt::format("rank {}", r);
-      sendAll(ring.bootstrap[r].get(), n, 4, deadline, who);
-      for (const auto& e : table) sendEndpoint(ring.bootstrap[r].get(), e, deadline, who);
+      std::string verdict(4, '\0');
+      wire::put32(reinterpret_cast<uint8_t*>(verdict.data()), static_cast<uint32_t>(c.size));
+      verdict += encodeEndpoint(table[static_cast<size_t>((r + 1) % c.size)]);
+      sendAll(ring.bootstrap[r].get(), verdict.data(), verdict.size(), deadline, fmt::format("rank {}", r));
     }
+    rightEnd = table[static_cast<size_t>(right)];
   } else {
     Fd root = connectTo(rendezvous, deadline, "rank 0 (RR_ADDR)");
     handshakeClient(root.get(), job, Hello{LinkRole::kBootstrap, c.rank, c.size, 0, 0}, deadline,
@@ -382,16 +230,16 @@ RingSockets connectRing(const Config& c, spdlog::logger& log) {
       fail(e.code(), "rank {}: the job cannot form: {} (reported by rank 0)", c.rank, e.what());
     }
     if (wire::get32(n) != static_cast<uint32_t>(c.size))
-      fail(RR_ERR_SYSTEM, "protocol error: rank 0 sent a table of {} ranks, expected {}",
+      fail(RR_ERR_SYSTEM, "protocol error: rank 0 sent a job of {} ranks, expected {}",
            wire::get32(n), c.size);
-    for (auto& e : table) e = recvEndpoint(root.get(), deadline, "rank 0");
+    rightEnd = recvEndpoint(root.get(), answerBy, "rank 0");
     ring.bootstrap.push_back(std::move(root));
   }
   if (c.testExitInRingSetup) std::_Exit(3);  // tests: a rank that dies during ring setup
 
   std::optional<Error> failed;
   try {
-    connectLinks(c, ring, dataListener.get(), table, deadline, log);
+    connectLinks(c, ring, dataListener.get(), rightEnd, deadline, log);
   } catch (const Error& e) {
     failed = e;
   }

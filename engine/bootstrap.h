@@ -1,10 +1,15 @@
 // Bootstrap: from a Config to connected ring links (DESIGN.md §5).
 //
-//   1. rank 0 listens at RR_ADDR; every other rank connects there (retrying until the
-//      deadline), passes the HMAC handshake, and publishes the address of its data listener
-//   2. rank 0 answers every rank with the table of all data addresses
+//   1. rank 0 listens at RR_ADDR (rendezvous.h: event-driven, one thread); every other rank
+//      connects there (retrying until the deadline), passes the HMAC handshake, and
+//      publishes the address of its data listener (or why it cannot join)
+//   2. rank 0 answers every rank with the job's size and its right neighbour's address
+//      only (O(n) bytes in all), or with why the job cannot form
 //   3. each rank connects RR_SOCKETS_PER_LINK sockets to its right neighbour while it
 //      accepts as many from its left neighbour (both at once, or the ring would deadlock)
+//   4. each rank reports to rank 0 whether its links formed; rank 0 answers every rank
+//      with the first failure, so init fails everywhere with the reason, or nowhere
+// (bootstrap_wire.h has the messages.)
 //
 // A connection that fails its handshake, names a rank out of range or a rank that already
 // joined is rejected and logged with the peer's address; rendezvous goes on until the

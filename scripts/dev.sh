@@ -9,7 +9,8 @@
 #   asan    AddressSanitizer + UndefinedBehaviorSanitizer build (-fno-sanitize-recover=all):
 #           unit, integration, faults in quick mode, and the 10,000-collective soak
 #   tsan    ThreadSanitizer build: unit, integration, faults in quick mode, without the
-#           "heavy" runs (collectives n=5, the stand-in GPU on 4 ranks: minutes each here)
+#           "heavy" run (collectives n=5: minutes here), the 128-rank job and the 36-run
+#           SIGSTOP repeat
 #   fuzz    libFuzzer targets built with clang, each run for $FUZZ_SECONDS (default 60)
 # With no parts, all four run. The last line is "N passed, N failed" over every part.
 set -euo pipefail
@@ -110,14 +111,14 @@ case "$what" in
             -Dcpp_args=-fno-sanitize-recover=all -Dc_args=-fno-sanitize-recover=all || continue
           export RR_TEST_QUICK=1 RR_TEST_TIME_SCALE=3
           suite "$prefix-asan" "ASan+UBSan suite (quick) and soak" --timeout-multiplier 3 \
-            --suite unit --suite integration --suite faults --suite soak --no-suite repeat
+            --suite unit --suite integration --suite faults --suite soak --no-suite repeat --no-suite scale
           unset RR_TEST_QUICK RR_TEST_TIME_SCALE
           ;;
         tsan)
           build "$prefix-tsan" -Dcuda=disabled -Db_sanitize=thread -Db_lundef=false || continue
           export RR_TEST_QUICK=1 RR_TEST_TIME_SCALE=3 TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1"
           suite "$prefix-tsan" "TSan suite (quick, without the heavy runs)" --timeout-multiplier 3 \
-            --suite unit --suite integration --suite faults --no-suite heavy --no-suite repeat
+            --suite unit --suite integration --suite faults --no-suite heavy --no-suite repeat --no-suite scale
           unset RR_TEST_QUICK RR_TEST_TIME_SCALE TSAN_OPTIONS
           ;;
         fuzz)

@@ -17,10 +17,11 @@ namespace {
 
 constexpr size_t kNonce = 16;
 constexpr size_t kMac = 32;
-constexpr size_t kChallengeBytes = 4 + 2 + 2 + kNonce;
+constexpr size_t kChallengeBytes = ServerHandshake::kChallengeBytes;
 // magic, version, role, job id, rank, size, index, nonce, mac
 constexpr size_t kHelloBody = 4 + 2 + 2 + 8 + 4 + 4 + 4 + kNonce;
 constexpr size_t kHelloBytes = kHelloBody + kMac;
+static_assert(kHelloBytes == ServerHandshake::kHelloBytes);
 constexpr size_t kMaxReason = 240;
 // status, reason length, mac, reason
 constexpr size_t kReplyHead = 4 + 4 + kMac;
@@ -39,9 +40,8 @@ void replyMac(const JobIdentity& job, const uint8_t* clientNonce, const uint8_t*
   hmacSha256(job.secret, buf, sizeof buf, out);
 }
 
-void sendReply(int fd, const JobIdentity& job, const uint8_t* clientNonce,
-               const uint8_t* serverNonce, rr_result_t status, const std::string& reason,
-               Deadline deadline) {
+std::string encodeReply(const JobIdentity& job, const uint8_t* clientNonce,
+                        const uint8_t* serverNonce, rr_result_t status, const std::string& reason) {
   uint8_t buf[kReplyHead + kMaxReason];
   const size_t len = std::min(reason.size(), kMaxReason);
   wire::put32(buf, static_cast<uint32_t>(status));
@@ -51,8 +51,13 @@ void sendReply(int fd, const JobIdentity& job, const uint8_t* clientNonce,
   else
     std::memset(buf + 8, 0, kMac);
   std::memcpy(buf + kReplyHead, reason.data(), len);
+  return std::string(reinterpret_cast<char*>(buf), kReplyHead + len);
+}
+
+void sendReply(int fd, const std::string& reply, Deadline deadline) {
+  if (reply.empty()) return;
   try {
-    sendAll(fd, buf, kReplyHead + len, std::min(deadline, deadlineIn(200)), "peer");
+    sendAll(fd, reply.data(), reply.size(), std::min(deadline, deadlineIn(200)), "peer");
   } catch (const Error&) {
     // The peer is being rejected; if it does not read the reason, it sees the close.
   }
@@ -119,42 +124,40 @@ void handshakeClient(int fd, const JobIdentity& job, const Hello& self, Deadline
     fail(RR_ERR_AUTH, "{} could not prove it knows the job secret (wrong RR_SECRET?)", peerName);
 }
 
-Hello handshakeServer(int fd, const JobIdentity& job, Deadline deadline,
-                      const std::function<std::string(const Hello&)>& accept) {
-  uint8_t challenge[kChallengeBytes];
-  wire::put32(challenge, kMagic);
-  wire::put16(challenge + 4, kProtocolVersion);
-  wire::put16(challenge + 6, 0);
-  uint8_t* serverNonce = challenge + 8;
-  randomBytes(serverNonce, kNonce);
-  sendAll(fd, challenge, sizeof challenge, deadline, "client");
+ServerHandshake::ServerHandshake(const JobIdentity& job) : job_(job) {
+  wire::put32(challenge_, kMagic);
+  wire::put16(challenge_ + 4, kProtocolVersion);
+  wire::put16(challenge_ + 6, 0);
+  randomBytes(challenge_ + 8, kNonce);
+}
 
-  uint8_t hello[kHelloBytes];
-  recvAll(fd, hello, sizeof hello, deadline, "client");
+Hello ServerHandshake::check(const uint8_t* hello) {
+  const uint8_t* serverNonce = challenge_ + 8;
   if (wire::get32(hello) != kMagic)
     fail(RR_ERR_AUTH, "bad magic 0x{:08x} in hello", wire::get32(hello));
   const uint16_t version = wire::get16(hello + 4);
   if (version != kProtocolVersion) {
     std::string why = fmt::format("protocol version {} differs from this rank's {}", version,
                                   kProtocolVersion);
-    sendReply(fd, job, nullptr, serverNonce, RR_ERR_AUTH, why, deadline);
+    rejection_ = encodeReply(job_, nullptr, serverNonce, RR_ERR_AUTH, why);
     throw Error(RR_ERR_AUTH, why);
   }
   uint8_t macInput[kNonce + kHelloBody];
   std::memcpy(macInput, serverNonce, kNonce);
   std::memcpy(macInput + kNonce, hello, kHelloBody);
   uint8_t expected[kMac];
-  hmacSha256(job.secret, macInput, sizeof macInput, expected);
+  hmacSha256(job_.secret, macInput, sizeof macInput, expected);
   if (CRYPTO_memcmp(expected, hello + kHelloBody, kMac) != 0) {
     std::string why = "HMAC of the challenge does not match (wrong RR_SECRET?)";
-    sendReply(fd, job, nullptr, serverNonce, RR_ERR_AUTH, why, deadline);
+    rejection_ = encodeReply(job_, nullptr, serverNonce, RR_ERR_AUTH, why);
     throw Error(RR_ERR_AUTH, why);
   }
-  const uint8_t* clientNonce = hello + 28;
+  std::memcpy(clientNonce_, hello + 28, kNonce);
+  haveClientNonce_ = true;
   const uint64_t jobId = wire::get64(hello + 8);
-  if (jobId != job.jobId) {
-    std::string why = fmt::format("job id {:016x} differs from this job's {:016x}", jobId, job.jobId);
-    sendReply(fd, job, clientNonce, serverNonce, RR_ERR_AUTH, why, deadline);
+  if (jobId != job_.jobId) {
+    std::string why = fmt::format("job id {:016x} differs from this job's {:016x}", jobId, job_.jobId);
+    rejection_ = reply(RR_ERR_AUTH, why);
     throw Error(RR_ERR_AUTH, why);
   }
   Hello peer;
@@ -163,12 +166,32 @@ Hello handshakeServer(int fd, const JobIdentity& job, Deadline deadline,
   peer.size = static_cast<int32_t>(wire::get32(hello + 20));
   peer.index = static_cast<uint16_t>(wire::get32(hello + 24) & 0xffffu);
   peer.links = static_cast<uint16_t>(wire::get32(hello + 24) >> 16);
+  return peer;
+}
+
+std::string ServerHandshake::reply(rr_result_t status, const std::string& reason) const {
+  return encodeReply(job_, haveClientNonce_ ? clientNonce_ : nullptr, challenge_ + 8, status, reason);
+}
+
+Hello handshakeServer(int fd, const JobIdentity& job, Deadline deadline,
+                      const std::function<std::string(const Hello&)>& accept) {
+  ServerHandshake hs(job);
+  sendAll(fd, hs.challenge(), ServerHandshake::kChallengeBytes, deadline, "client");
+  uint8_t hello[kHelloBytes];
+  recvAll(fd, hello, sizeof hello, deadline, "client");
+  Hello peer;
+  try {
+    peer = hs.check(hello);
+  } catch (const Error&) {
+    sendReply(fd, hs.rejection(), deadline);
+    throw;
+  }
   std::string why = accept(peer);
   if (!why.empty()) {
-    sendReply(fd, job, clientNonce, serverNonce, RR_ERR_INVALID_ARGUMENT, why, deadline);
+    sendReply(fd, hs.reply(RR_ERR_INVALID_ARGUMENT, why), deadline);
     throw Error(RR_ERR_INVALID_ARGUMENT, why);
   }
-  sendReply(fd, job, clientNonce, serverNonce, RR_SUCCESS, "", deadline);
+  sendReply(fd, hs.reply(RR_SUCCESS, ""), deadline);
   return peer;
 }
 

@@ -15,6 +15,7 @@
 #include <functional>
 #include <string>
 
+#include "ringreduce/ringreduce.h"
 #include "transport/socket.h"
 
 namespace rr {
@@ -46,6 +47,31 @@ void handshakeClient(int fd, const JobIdentity& job, const Hello& self, Deadline
 // the reason to reject it. Returns the hello; throws Error with the reason on rejection.
 Hello handshakeServer(int fd, const JobIdentity& job, Deadline deadline,
                       const std::function<std::string(const Hello&)>& accept);
+
+// The server side as steps without I/O, for an event-driven server: send challenge(), read
+// helloBytes(), check() it (throws Error with the reason and the code; the reply to send
+// is then in rejection()), decide, and send reply(). handshakeServer is these steps on a
+// blocking socket.
+class ServerHandshake {
+ public:
+  static constexpr size_t kChallengeBytes = 4 + 2 + 2 + 16;
+  static constexpr size_t kHelloBytes = 4 + 2 + 2 + 8 + 4 + 4 + 4 + 16 + 32;
+
+  explicit ServerHandshake(const JobIdentity& job);
+  const uint8_t* challenge() const { return challenge_; }
+  Hello check(const uint8_t* hello);
+  // The reply that accepts (status RR_SUCCESS) or rejects with a reason.
+  std::string reply(rr_result_t status, const std::string& reason) const;
+  // After check() threw: the reply that tells the client why ("" when none may be sent).
+  const std::string& rejection() const { return rejection_; }
+
+ private:
+  const JobIdentity& job_;
+  uint8_t challenge_[kChallengeBytes];
+  uint8_t clientNonce_[16] = {};
+  bool haveClientNonce_ = false;
+  std::string rejection_;
+};
 
 // HMAC-SHA256 of data keyed by key; used by the handshake and its tests.
 void hmacSha256(const std::string& key, const uint8_t* data, size_t len, uint8_t out[32]);

@@ -1,0 +1,131 @@
+#!/usr/bin/env python3
+"""Cost model of the ring all-reduce, fitted to this machine, checked, then extrapolated.
+
+    time(n, S) = hops x latency + wire bytes / link rate + reduced bytes / reduce rate
+    ring:  hops = 2(n-1),  wire bytes = 2(n-1)/n x S,  reduced bytes = (n-1)/n x S
+
+Terms, each measured on this machine in the run whose output is given (never a figure from
+another machine):
+  latency      per hop: from the 4 KiB all-reduce of the same run (its time / 2(n-1) at the
+               smallest n measured), where bytes are negligible
+  link rate    iperf3's rate in the same run (emulated hosts: tc tbf per link)
+  reduce rate  the host reducer's rate (fp32 sum, `reduce_rate` in the same run)
+
+Where the ranks share a host with fewer cores than ranks (the loopback jobs of 32..128
+ranks on 2 cores), a hop also waits for its turn on a core: latency is scaled by
+max(1, n / cores), which the model states rather than hides.
+
+It prints its error against every measured point, then predicts time and busbw
+(= algbw x 2(n-1)/n) for n up to 4,096 at 25 and 100 Gbit/s for the buckets of ResNet-50
+(25 MiB, the Horovod/PyTorch default bucket; 97.5 MiB of fp32 gradients in all) and of a
+1 B parameter model (4 GB of fp32 gradients, in 25 MiB buckets), with a per-hop latency of
+the measured emulated-host latency (an assumption: real NICs and switches differ).
+
+Usage: python3 bench/model.py NETNS_OUTPUT [SCALE_OUTPUT] [REDUCE_RATE_GBS] [CORES]
+  NETNS_OUTPUT   output of bench/netns_ring.sh (lines "n=N SIZE B time T us busbw B GB/s",
+                 "# iperf3 one stream: X Gbit/s")
+  SCALE_OUTPUT   lines of test/scale_check ("N ranks: ... 4 KiB all-reduce T us; 1 MiB
+                 all-reduce T ms") from the loopback jobs, with "# iperf3 loopback: X Gbit/s"
+"""
+import re
+import sys
+
+
+def ring_time(n, size, latency, link, reduce_rate):
+    if n < 2:
+        return 0.0
+    return 2 * (n - 1) * latency + 2 * (n - 1) / n * size / link + (n - 1) / n * size / reduce_rate
+
+
+def busbw(n, size, t):
+    return size / t * 2 * (n - 1) / n if t > 0 else 0.0
+
+
+def parse_netns(path):
+    points, link = [], None
+    for line in open(path):
+        m = re.match(r"# iperf3 one stream: ([0-9.]+) Gbit/s", line)
+        if m:
+            link = float(m.group(1)) * 1e9 / 8
+        m = re.match(r"n=(\d+)\s+(\d+) B\s+time\s+([0-9.]+) us", line)
+        if m:
+            points.append((int(m.group(1)), int(m.group(2)), float(m.group(3)) * 1e-6))
+    return points, link
+
+
+def parse_scale(path):
+    points, link = [], None
+    for line in open(path):
+        m = re.search(r"# iperf3 loopback: ([0-9.]+) Gbit/s", line)
+        if m:
+            link = float(m.group(1)) * 1e9 / 8
+        m = re.search(r"(\d+) ranks: .*4 KiB all-reduce ([0-9.]+) us; 1 MiB all-reduce ([0-9.]+) ms", line)
+        if m:
+            n = int(m.group(1))
+            points.append((n, 4096, float(m.group(2)) * 1e-6))
+            points.append((n, 1 << 20, float(m.group(3)) * 1e-3))
+    return points, link
+
+
+def check(name, points, latency, link, reduce_rate, cores=None):
+    print(f"\n{name}: latency {latency * 1e6:.1f} us/hop, link {link / 1e9:.3f} GB/s, "
+          f"reduce {reduce_rate / 1e9:.2f} GB/s{'' if cores is None else f', {cores} cores'}")
+    print(f"{'n':>5} {'size':>10} {'measured':>12} {'model':>12} {'error':>8}")
+    worst = 0.0
+    for n, size, t in points:
+        lat = latency * (max(1.0, n / cores) if cores else 1.0)
+        m = ring_time(n, size, lat, link, reduce_rate)
+        err = (m - t) / t
+        worst = max(worst, abs(err))
+        print(f"{n:>5} {size:>10} {t * 1e3:>10.3f}ms {m * 1e3:>10.3f}ms {err * 100:>7.1f}%")
+    print(f"worst error: {worst * 100:.1f}%")
+    return worst
+
+
+def main():
+    if len(sys.argv) < 2:
+        print(__doc__)
+        sys.exit(2)
+    reduce_rate = float(sys.argv[3]) * 1e9 if len(sys.argv) > 3 else 8e9
+    cores = int(sys.argv[4]) if len(sys.argv) > 4 else 2
+    points, link = parse_netns(sys.argv[1])
+    if not points or link is None:
+        sys.exit("no emulated-host points or no iperf3 rate in " + sys.argv[1])
+    small = min((p for p in points if p[1] <= 4096), key=lambda p: p[0])
+    latency = small[2] / (2 * (small[0] - 1))
+    fitted = [p for p in points if p[1] >= 1 << 20]
+    check("emulated hosts (1 Gbit/s tc tbf links)", fitted, latency, link, reduce_rate)
+    if len(sys.argv) > 2:
+        spoints, slink = parse_scale(sys.argv[2])
+        if spoints and slink:
+            base = min(spoints, key=lambda p: (p[0], p[1]))
+            lat = base[2] / (2 * (base[0] - 1)) / max(1.0, base[0] / cores)
+            check("loopback jobs on this host (ranks share the cores)", spoints, lat, slink,
+                  reduce_rate, cores)
+
+    print("\nPredictions (ring, per-hop latency as on emulated hosts, "
+          f"{latency * 1e6:.0f} us; reduce {reduce_rate / 1e9:.1f} GB/s):")
+    buckets = {"ResNet-50, 25 MiB bucket": 25 << 20, "1 B params, 25 MiB bucket": 25 << 20,
+               "ResNet-50, all 97.5 MiB": int(97.5 * (1 << 20)), "1 B params, all 4 GB": 4 << 30}
+    for gbit in (25, 100):
+        rate = gbit * 1e9 / 8
+        print(f"\n{gbit} Gbit/s links: busbw in GB/s (time)")
+        header = "".join(f"{n:>16}" for n in (8, 128, 1024, 4096))
+        print(f"{'bucket':>26}{header}")
+        for name, size in buckets.items():
+            if name.startswith("1 B params, 25"):
+                continue
+            row = ""
+            for n in (8, 128, 1024, 4096):
+                t = ring_time(n, size, latency, rate, reduce_rate)
+                row += f"{busbw(n, size, t):>8.2f} ({t * 1e3:>5.0f}ms)"
+            print(f"{name:>26}{row}")
+        # The share of the bandwidth bound that latency leaves at each n (25 MiB buckets).
+        size = 25 << 20
+        eff = [ (2 * (n - 1) / n * size / rate) / ring_time(n, size, latency, rate, reduce_rate)
+                for n in (8, 128, 1024, 4096)]
+        print(f"{'25 MiB: share of link rate':>26}" + "".join(f"{e:>16.2f}" for e in eff))
+
+
+if __name__ == "__main__":
+    main()

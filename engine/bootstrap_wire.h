@@ -1,0 +1,56 @@
+// The messages of the bootstrap connections after the handshake (DESIGN.md §5), all
+// little-endian, field by field:
+//
+//   rank r -> rank 0   endpoint   port u16 | length u8 (1..64) | numeric IP
+//                                 or length 0, then a status: why rank r cannot join
+//   rank 0 -> rank r   verdict    ranks u32 (the job's size) | the right neighbour's endpoint
+//                                 or ranks 0, then a status: why the job cannot form
+//   both ways          status     code u32 (RR_SUCCESS or the failure) | length u32 | text
+//
+// After the ring is connected, each rank sends rank 0 a status and rank 0 answers every
+// rank with the first failure or success (bootstrap.cc); then the connection carries the
+// stall monitor's reports (stall_monitor.h).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "transport/error.h"
+#include "transport/socket.h"
+
+namespace rr {
+
+constexpr size_t kMaxStatusText = 4096;
+constexpr size_t kMaxEndpointIp = 64;
+
+struct Endpoint {
+  std::string ip;
+  uint16_t port = 0;
+};
+
+// A rank that reached rank 0 but cannot take part: the job cannot form.
+class JoinFailed : public Error {
+ public:
+  using Error::Error;
+};
+
+std::string encodeEndpoint(const Endpoint& e);
+std::string encodeStatus(rr_result_t code, const std::string& text);
+// The status whose 8-byte head is `head`; throws RR_ERR_SYSTEM for a malformed one.
+// statusLength gives the length of the text that follows.
+size_t statusLength(const uint8_t* head, const std::string& what);
+Error decodeStatus(const uint8_t* head, std::string text);
+
+void sendEndpoint(int fd, const Endpoint& e, Deadline deadline, const std::string& what);
+// Throws JoinFailed when the rank says it cannot join.
+Endpoint recvEndpoint(int fd, Deadline deadline, const std::string& what);
+void sendStatus(int fd, rr_result_t code, const std::string& text, Deadline deadline,
+                const std::string& what);
+Error recvStatus(int fd, Deadline deadline, const std::string& what);
+// Best effort, bounded: a failing rank tells the other end why before it closes.
+void tryStatus(int fd, const Error& e, const std::string& what);
+// Rank r -> rank 0 after the handshake, instead of its endpoint.
+void sendJoinError(int fd, const Error& e);
+
+}  // namespace rr
