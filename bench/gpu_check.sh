@@ -44,7 +44,7 @@ make_bundle() {
     grep -vE '/(libc|libm|libdl|librt|libpthread|ld-linux[^/]*)\.so|/libcu|/usr/local/cuda' |
     while read -r lib; do cp -L "$lib" "$bundle/lib/"; done
   # Headers for a build on the GPU machine (header-only use of spdlog and fmt).
-  for d in spdlog fmt CLI nlohmann openssl catch2; do cp -r "/usr/include/$d" "$bundle/deps/include/"; done
+  for d in spdlog fmt CLI nlohmann openssl catch2 asio asio.hpp; do cp -r "/usr/include/$d" "$bundle/deps/include/"; done
   cp -r /usr/include/x86_64-linux-gnu/openssl/. "$bundle/deps/include/openssl/"
   (cd "$repo" && git rev-parse HEAD 2>/dev/null) >"$bundle/COMMIT"
   echo "gpu bundle: $(du -sh "$bundle" | cut -f1) in $bundle"
@@ -84,7 +84,7 @@ build_here() {
       kernels/reduce_baseline.cc) flags=(-O3) ;;
       kernels/reduce_avx2.cc) flags=(-O3 -mavx2 -mfma -mf16c) ;;
       kernels/reduce_avx512.cc) flags=(-O3 -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx2 -mfma -mf16c -mprefer-vector-width=512) ;;
-      engine/*) flags=(-DRR_BUILDING_LIBRARY) ;;
+      engine/*) flags=(-DRR_BUILDING_LIBRARY -DASIO_STANDALONE -DASIO_SEPARATE_COMPILATION -DASIO_NO_DEPRECATED -DASIO_DISABLE_STD_ALIGNED_ALLOC) ;;
       cli/*) flags=(-DRR_BUILD_TYPE='"release (built on the GPU machine)"' -DRR_BUILD_CUDA='"enabled"') ;;
       test/collectives_check.cc) flags=(-DRR_TEST_CUDA) ;;
     esac

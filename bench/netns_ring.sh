@@ -53,7 +53,7 @@ for n in "${counts[@]}"; do
   for ((r = 0; r < n; ++r)); do
     minb=$(echo $sizes | awk '{print $1}') maxb=$(echo $sizes | awk '{print $NF}')
     ip netns exec "$tag-$r" env RR_RANK=$r RR_SIZE=$n RR_ADDR=10.232.0.1:$port RR_SECRET=netns-bench \
-      timeout 600 "$rr" bench -b "$minb" -e "$maxb" -f 4 -n 5 -w 1 >"$dir/out.$r" 2>&1 &
+      timeout 600 "$rr" bench -b "$minb" -e "$maxb" -f 4 -n "${RR_BENCH_ITERS:-5}" -w 1 >"$dir/out.$r" 2>&1 &
     pids+=($!)
   done
   for p in "${pids[@]}"; do wait "$p"; done
