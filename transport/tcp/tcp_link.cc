@@ -255,6 +255,25 @@ bool TcpLink::sendAbort(int originRank, rr_result_t code, uint64_t seq,
       } catch (const Error&) {
       }
     }
+    // Every socket is in the middle of a frame (a failure mid-transfer): finish the one in
+    // flight on the first socket (its bytes are still valid: the failed pass has not
+    // returned its buffers yet), then the abort follows at that frame's boundary.
+    for (auto& s : sockets_) {
+      if (s->sendHead >= s->sendTail) continue;
+      const Stripe& st = s->sends[s->sendHead % kMaxQueued];
+      const Deadline until = deadlineIn(500);
+      try {
+        if (st.moved < kHeader) {
+          sendAll(s->fd.get(), st.header.data() + st.moved, kHeader - st.moved, until, name_);
+          sendAll(s->fd.get(), st.data, st.len, until, name_);
+        } else {
+          sendAll(s->fd.get(), st.data + (st.moved - kHeader), st.len - (st.moved - kHeader), until, name_);
+        }
+        sendAll(s->fd.get(), frame.data(), frame.size(), until, name_);
+        return true;
+      } catch (const Error&) {
+      }
+    }
   } catch (...) {
   }
   return false;
