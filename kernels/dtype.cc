@@ -1,11 +1,6 @@
 // Names and sizes of the public dtype and op enums, in one table each.
 #include "kernels/dtype.h"
 
-#include <cmath>
-#include <cstring>
-
-#include "kernels/half.h"
-
 namespace rr {
 namespace {
 
@@ -48,29 +43,6 @@ std::optional<rr_op_t> parseOp(std::string_view name) {
   for (int i = 0; i < kNumOps; ++i)
     if (name == kOps[i]) return static_cast<rr_op_t>(i);
   return std::nullopt;
-}
-
-double floatValueAt(const void* p, rr_dtype_t dtype) {
-  switch (dtype) {
-    case RR_FLOAT32: { float f; std::memcpy(&f, p, 4); return f; }
-    case RR_FLOAT64: { double d; std::memcpy(&d, p, 8); return d; }
-    case RR_FLOAT16: { uint16_t h; std::memcpy(&h, p, 2); return fp16ToFloat(h); }
-    case RR_BFLOAT16: { uint16_t h; std::memcpy(&h, p, 2); return bf16ToFloat(h); }
-    default: return 0;
-  }
-}
-
-bool sameResult(const void* got, const void* want, size_t count, rr_dtype_t dtype, rr_op_t op) {
-  const size_t es = dtypeSize(dtype);
-  if (op != RR_AVG || !dtypeIsFloat(dtype)) return std::memcmp(got, want, count * es) == 0;
-  const double tol = dtype == RR_FLOAT64 ? 1e-14 : dtype == RR_FLOAT32 ? 1e-6 : dtype == RR_FLOAT16 ? 4e-3 : 3e-2;
-  const auto* g = static_cast<const uint8_t*>(got);
-  const auto* w = static_cast<const uint8_t*>(want);
-  for (size_t i = 0; i < count; ++i) {
-    const double a = floatValueAt(g + i * es, dtype), b = floatValueAt(w + i * es, dtype);
-    if (!(std::fabs(a - b) <= tol * (std::fabs(b) + 1))) return false;
-  }
-  return true;
 }
 
 }  // namespace rr

@@ -49,6 +49,12 @@ ScaleFn bestScaler();
 void reduceReference(void* dst, const void* a, const void* b, size_t count, rr_dtype_t dtype,
                      rr_op_t op);
 void scaleReference(void* dst, const void* src, size_t count, rr_dtype_t dtype, int ranks);
+// The value of a float element at p as a double (0 for integer dtypes); for checks.
+double floatValueAt(const void* p, rr_dtype_t dtype);
+// Elements equal bit for bit, except a float RR_AVG, which scales each input by 1/n before
+// the sum and may differ from sum-then-divide by its rounding: then within a relative
+// tolerance of the dtype's precision. For checks of results (tests, `ringreduce bench`).
+bool sameResult(const void* got, const void* want, size_t count, rr_dtype_t dtype, rr_op_t op);
 // data[i] = data[i] / ranks, in the element type (integers truncate toward zero; fp16 and
 // bf16 divide in fp32).
 void finalizeAvg(void* data, size_t count, rr_dtype_t dtype, int ranks);

@@ -1,7 +1,9 @@
 // The scalar reference reducer: one element at a time, through a switch, so that it is
 // obviously right. It is the oracle the vectorised reducers are tested against, and it is
 // compiled without auto-vectorisation (see meson.build).
+#include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <type_traits>
 
 #include "kernels/dtype.h"
@@ -144,6 +146,29 @@ void finalizeAvg(void* data, size_t count, rr_dtype_t dtype, int ranks) {
     case RR_INT64: return avgLoop<int64_t>(data, count, ranks);
     case RR_UINT64: return avgLoop<uint64_t>(data, count, ranks);
   }
+}
+
+double floatValueAt(const void* p, rr_dtype_t dtype) {
+  switch (dtype) {
+    case RR_FLOAT32: { float f; std::memcpy(&f, p, 4); return f; }
+    case RR_FLOAT64: { double d; std::memcpy(&d, p, 8); return d; }
+    case RR_FLOAT16: { uint16_t h; std::memcpy(&h, p, 2); return fp16ToFloat(h); }
+    case RR_BFLOAT16: { uint16_t h; std::memcpy(&h, p, 2); return bf16ToFloat(h); }
+    default: return 0;
+  }
+}
+
+bool sameResult(const void* got, const void* want, size_t count, rr_dtype_t dtype, rr_op_t op) {
+  const size_t es = dtypeSize(dtype);
+  if (op != RR_AVG || !dtypeIsFloat(dtype)) return std::memcmp(got, want, count * es) == 0;
+  const double tol = dtype == RR_FLOAT64 ? 1e-14 : dtype == RR_FLOAT32 ? 1e-6 : dtype == RR_FLOAT16 ? 4e-3 : 3e-2;
+  const auto* g = static_cast<const uint8_t*>(got);
+  const auto* w = static_cast<const uint8_t*>(want);
+  for (size_t i = 0; i < count; ++i) {
+    const double a = floatValueAt(g + i * es, dtype), b = floatValueAt(w + i * es, dtype);
+    if (!(std::fabs(a - b) <= tol * (std::fabs(b) + 1))) return false;
+  }
+  return true;
 }
 
 }  // namespace rr

@@ -65,8 +65,12 @@ typedef enum {
   RR_UINT64 = 9
 } rr_dtype_t;
 
-/* RR_AVG is the sum divided by the number of ranks; for integers it truncates toward zero.
- * Integer SUM and PROD wrap around (two's complement), as in NCCL. */
+/* RR_AVG: for floats, each rank's value multiplied by 1/n, then summed (as NCCL does), so an
+ * average that fits never overflows; for integers, the SUM (which wraps in the type's
+ * width) divided by n, truncating toward zero: uint8 avg(200, 200) on 2 ranks is 72. Integer
+ * SUM and PROD wrap around (two's complement), as in NCCL. MIN and MAX propagate NaN. fp16
+ * and bf16 are computed in fp32 but rounded to 16 bits at every hop of the ring. Every rank
+ * gets bitwise the same result. */
 typedef enum { RR_SUM = 0, RR_PROD = 1, RR_MIN = 2, RR_MAX = 3, RR_AVG = 4 } rr_op_t;
 
 typedef struct rr_comm *rr_comm_t;
@@ -99,7 +103,10 @@ RR_API int rr_version(void);
  * connected. On failure *comm is set to NULL. */
 RR_API rr_result_t rr_comm_init(const rr_config_t *config, rr_comm_t *comm);
 RR_API rr_result_t rr_comm_init_from_env(rr_comm_t *comm);
-/* Closes the links and frees everything; NULL is accepted. */
+/* Closes the links and frees everything; NULL is accepted. Collectives not finished yet
+ * (waited for or not) are cancelled as rr_comm_abort cancels them: their requests fail with
+ * RR_ERR_ABORTED and the other ranks are told; it returns at once. Wait for your requests
+ * first. A handle destroyed already is RR_ERR_INVALID_ARGUMENT (as is a freed request). */
 RR_API rr_result_t rr_comm_destroy(rr_comm_t comm);
 RR_API rr_result_t rr_comm_rank(rr_comm_t comm, int *rank);
 RR_API rr_result_t rr_comm_size(rr_comm_t comm, int *size);
