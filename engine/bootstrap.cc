@@ -8,7 +8,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <exception>
-#include <mutex>
 #include <optional>
 #include <thread>
 #include <vector>
@@ -203,9 +202,7 @@ RingSockets connectRing(const Config& c, spdlog::logger& log) {
     table[0] = Endpoint{ip, localAddr(dataListener.get()).port()};
     // Each rank gets the job's size and its right neighbour's endpoint: O(n) bytes in all.
     for (int r = 1; r < c.size; ++r) {
-      std::string verdict(4, '\0');
-      wire::put32(reinterpret_cast<uint8_t*>(verdict.data()), static_cast<uint32_t>(c.size));
-      verdict += encodeEndpoint(table[static_cast<size_t>((r + 1) % c.size)]);
+      const std::string verdict = encodeVerdict(c.size, table[static_cast<size_t>((r + 1) % c.size)]);
       sendAll(ring.bootstrap[r].get(), verdict.data(), verdict.size(), deadline, fmt::format("rank {}", r));
     }
     rightEnd = table[static_cast<size_t>(right)];

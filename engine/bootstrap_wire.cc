@@ -28,6 +28,16 @@ std::string encodeStatus(rr_result_t code, const std::string& text) {
   return out;
 }
 
+std::string encodeVerdict(int size, const Endpoint& right) {
+  std::string out(4, '\0');
+  wire::put32(reinterpret_cast<uint8_t*>(out.data()), static_cast<uint32_t>(size));
+  return out + encodeEndpoint(right);
+}
+
+std::string encodeJobFailed(const Error& why) {
+  return std::string(4, '\0') + encodeStatus(why.code(), why.what());
+}
+
 size_t statusLength(const uint8_t* head, const std::string& what) {
   const uint32_t code = wire::get32(head), len = wire::get32(head + 4);
   if (code > RR_ERR_INTERNAL || len > kMaxStatusText)

@@ -36,6 +36,10 @@ class JoinFailed : public Error {
 };
 
 std::string encodeEndpoint(const Endpoint& e);
+// Rank 0 -> rank r after the rendezvous: the job's size and r's right neighbour, or (a size
+// of 0, then a status) why the job cannot form.
+std::string encodeVerdict(int size, const Endpoint& right);
+std::string encodeJobFailed(const Error& why);
 std::string encodeStatus(rr_result_t code, const std::string& text);
 // The status whose 8-byte head is `head`; throws RR_ERR_SYSTEM for a malformed one.
 // statusLength gives the length of the text that follows.

@@ -3,11 +3,12 @@
 
 #include <sys/epoll.h>
 
+#include <algorithm>
 #include <cassert>
 #include <cerrno>
 #include <cstdlib>
-#include <algorithm>
 #include <cstring>
+#include <optional>
 #include <thread>
 
 #include "engine/device_pass.h"
@@ -29,7 +30,8 @@ ProgressEngine::ProgressEngine(int rank, int size, Link* left, Link* right, int 
       onIdle_(std::move(onIdle)),
       aborted_(aborted),
       lastIdle_(Clock::now()),
-      reduce_(bestReducer()) {
+      reduce_(bestReducer()),
+      scale_(bestScaler()) {
   void* p = nullptr;
   if (posix_memalign(&p, 4096, (PassShape::kInSlots + PassShape::kOutSlots) * segmentBytes_) != 0)
     fail(RR_ERR_SYSTEM, "cannot allocate {} bytes of staging",
@@ -107,11 +109,11 @@ PassTimes ProgressEngine::run(const RingSchedule& s, const GroupHeader& h, const
     fail(RR_ERR_INTERNAL, "rank {}: a device pass before the device was attached", rank_);
   const PassArgs args{s,    *left_, *right_, h.dtype, h.op, size_, send, recv,
                       device != nullptr ? devStaging_ : staging_, segmentBytes_};
-  std::unique_ptr<Pass> pass;
-  if (device != nullptr)
-    pass = std::make_unique<DevicePass>(args, *device);
-  else
-    pass = std::make_unique<HostPass>(args, reduce_, bestScaler());
+  // On the stack: a pass allocates nothing.
+  std::optional<DevicePass> devicePass;
+  std::optional<HostPass> hostPass;
+  Pass* pass = device != nullptr ? static_cast<Pass*>(&devicePass.emplace(args, *device))
+                                 : &hostPass.emplace(args, reduce_, scale_);
   PassTimes times;
   times.start = times.peers = times.reduced = Clock::now();
   const uint64_t headerSendMsg = right_->sendsPosted();

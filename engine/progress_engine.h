@@ -95,6 +95,7 @@ class ProgressEngine {
   const std::atomic<bool>* aborted_;
   Clock::time_point lastIdle_;
   ReduceFn reduce_;
+  ScaleFn scale_;
   uint8_t* staging_ = nullptr;       // host passes' in- and out-slots
   Device* device_ = nullptr;         // set by attachDevice
   uint8_t* devStaging_ = nullptr;    // device passes' in-, out- and send-slots, pinned by device_

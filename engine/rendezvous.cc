@@ -352,13 +352,11 @@ std::vector<Fd> gatherRanks(const Config& c, int listenFd, std::vector<Endpoint>
     for (int r = 1; r < c.size; ++r) {
       Fd& fd = conns[static_cast<size_t>(r)];
       if (!fd) continue;
-      uint8_t zero[4] = {0, 0, 0, 0};  // a verdict of 0 ranks: a status follows
+      const std::string m = encodeJobFailed(*failure);
       try {
-        sendAll(fd.get(), zero, 4, deadlineIn(500), fmt::format("rank {}", r));
-      } catch (const Error&) {
-        continue;
+        sendAll(fd.get(), m.data(), m.size(), deadlineIn(500), fmt::format("rank {}", r));
+      } catch (const Error&) {  // best effort: that rank may be gone
       }
-      tryStatus(fd.get(), *failure, fmt::format("rank {}", r));
     }
     throw *failure;
   }

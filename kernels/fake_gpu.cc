@@ -129,11 +129,6 @@ class Gpu {
     return e->completed >= e->recorded;
   }
 
-  bool idle(Stream* s) {
-    if (s == nullptr) s = &legacy_;
-    return s->queue.empty();
-  }
-
   bool synchronize(Stream* s, std::chrono::milliseconds limit) {
     if (s == nullptr) s = &legacy_;
     std::unique_lock<std::mutex> lock(mutex_);
@@ -142,7 +137,7 @@ class Gpu {
 
   bool streamIdle(Stream* s) {
     std::lock_guard<std::mutex> lock(mutex_);
-    return idle(s);
+    return (s == nullptr ? legacy_ : *s).queue.empty();
   }
 
   void synchronizeDevice(const char* call) {

@@ -148,7 +148,7 @@ int main(int argc, char** argv) {
                          : o.kind == 3 && o.inPlace ? o.send.data() + static_cast<size_t>(rank) * o.count * es
                                                     : o.recv.data();
     const size_t bytes = o.kind == 2 ? o.count * n * es : o.count * es;
-    if (!rr::test::matches(got, o.want.data(), bytes / es, o.dtype, o.kind == 0 || o.kind == 3 ? o.op : RR_SUM)) {
+    if (!rr::sameResult(got, o.want.data(), bytes / es, o.dtype, o.kind == 0 || o.kind == 3 ? o.op : RR_SUM)) {
       ++wrong;
       std::fprintf(stderr, "rank %d: op %d (kind %d, %s %s, count %zu, %s) is wrong\n", rank, i, o.kind,
                    rr::dtypeName(o.dtype), rr::opName(o.op), o.count, o.inPlace ? "in place" : "out of place");

@@ -35,25 +35,20 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-int countThreads() {
-  int n = 0;
+// A number field of /proc/self/status ("Threads", "VmRSS" in kB); 0 if absent.
+long statusField(const char* name) {
+  long value = 0;
+  char format[64];
+  std::snprintf(format, sizeof format, "%s: %%ld", name);
   std::FILE* f = std::fopen("/proc/self/status", "r");
   char line[256];
   while (f != nullptr && std::fgets(line, sizeof line, f) != nullptr)
-    if (std::sscanf(line, "Threads: %d", &n) == 1) break;
+    if (std::sscanf(line, format, &value) == 1) break;
   if (f != nullptr) std::fclose(f);
-  return n;
+  return value;
 }
 
-long rssKb() {
-  long kb = 0;
-  std::FILE* f = std::fopen("/proc/self/status", "r");
-  char line[256];
-  while (f != nullptr && std::fgets(line, sizeof line, f) != nullptr)
-    if (std::sscanf(line, "VmRSS: %ld kB", &kb) == 1) break;
-  if (f != nullptr) std::fclose(f);
-  return kb;
-}
+int countThreads() { return static_cast<int>(statusField("Threads")); }
 
 void raiseFdLimit() {
   rlimit lim{};
@@ -193,7 +188,7 @@ int main(int argc, char** argv) {
   });
   std::this_thread::sleep_for(std::chrono::milliseconds(20));
   const int threadsBefore = countThreads();  // this thread and the sampler
-  const long rssBefore = rssKb();
+  const long rssBefore = statusField("VmRSS");
   const auto t0 = Clock::now();
   std::vector<rr::Endpoint> table(static_cast<size_t>(size));
   int rc = 0;
@@ -203,9 +198,7 @@ int main(int argc, char** argv) {
     const double formed = std::chrono::duration<double>(Clock::now() - t0).count();
     table[0] = rr::Endpoint{"127.0.0.1", 9999};
     for (int r = 1; r < size; ++r) {  // as bootstrap.cc sends it: the size, the right neighbour
-      std::string verdict(4, '\0');
-      rr::wire::put32(reinterpret_cast<uint8_t*>(verdict.data()), static_cast<uint32_t>(size));
-      verdict += rr::encodeEndpoint(table[static_cast<size_t>((r + 1) % size)]);
+      const std::string verdict = rr::encodeVerdict(size, table[static_cast<size_t>((r + 1) % size)]);
       rr::sendAll(conns[static_cast<size_t>(r)].get(), verdict.data(), verdict.size(), rr::deadlineIn(10000), "rank");
       sent += verdict.size();
     }
@@ -213,7 +206,7 @@ int main(int argc, char** argv) {
     sampler.join();
     std::printf("rank 0: %d ranks joined in %.2f s on one thread (threads %d before, %d at the "
                 "peak, with the sampler); memory +%.1f MiB; %zu bytes of verdicts (%.1f per rank)\n",
-                n, formed, threadsBefore, peakThreads.load(), (rssKb() - rssBefore) / 1024.0, sent,
+                n, formed, threadsBefore, peakThreads.load(), (statusField("VmRSS") - rssBefore) / 1024.0, sent,
                 static_cast<double>(sent) / n);
     if (peakThreads.load() != threadsBefore) {
       std::printf("FAILED: rank 0's thread count grew during the rendezvous\n");

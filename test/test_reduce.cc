@@ -10,7 +10,6 @@
 #include "kernels/dtype.h"
 #include "kernels/half.h"
 #include "kernels/reduce.h"
-#include "test/test_values.h"
 
 namespace {
 
@@ -132,8 +131,8 @@ TEST_CASE("MIN and MAX propagate a NaN from either operand, on every reducer, at
             fn(got.data(), a.data(), b.data(), count, dtype, op);
             rr::reduceReference(want.data(), a.data(), b.data(), count, dtype, op);
             for (size_t i = 0; i < count; ++i) {
-              REQUIRE(std::isnan(rr::test::elementValue(got.data() + i * es, dtype)) == (i == at));
-              REQUIRE(std::isnan(rr::test::elementValue(want.data() + i * es, dtype)) == (i == at));
+              REQUIRE(std::isnan(rr::floatValueAt(got.data() + i * es, dtype)) == (i == at));
+              REQUIRE(std::isnan(rr::floatValueAt(want.data() + i * es, dtype)) == (i == at));
             }
           }
         }

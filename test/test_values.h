@@ -3,10 +3,9 @@
 // sums of a few ranks are exact in every dtype, fp16 and bf16 included, and min and max are
 // exact too; products are left out by the callers. A float average scales each rank's input
 // by 1/n before it adds it (kernels/reduce.h), which is exact only when n is a power of
-// two: `matches` allows that rounding, and nothing else.
+// two: callers compare with rr::sameResult, which allows that rounding and nothing else.
 #pragma once
 
-#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <vector>
@@ -43,13 +42,6 @@ inline std::vector<uint8_t> reducedSmall(size_t total, rr_dtype_t dtype, rr_op_t
   }
   if (op == RR_AVG) finalizeAvg(acc.data(), total, dtype, ranks);
   return acc;
-}
-
-inline double elementValue(const uint8_t* p, rr_dtype_t dtype) { return floatValueAt(p, dtype); }
-
-// got == want bit for bit, except a float average, which may differ by its rounding.
-inline bool matches(const uint8_t* got, const uint8_t* want, size_t count, rr_dtype_t dtype, rr_op_t op) {
-  return sameResult(got, want, count, dtype, op);
 }
 
 }  // namespace rr::test
