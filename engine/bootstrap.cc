@@ -9,126 +9,23 @@
 #include <cstring>
 #include <exception>
 #include <optional>
-#include <thread>
 #include <vector>
 
-#include "engine/acceptor.h"
 #include "engine/bootstrap_wire.h"
 #include "engine/rendezvous.h"
 #include "transport/error.h"
 #include "transport/handshake.h"
-#include "transport/interfaces.h"
 #include "transport/wire.h"
 
 namespace rr {
 namespace {
 
-// The IP this rank publishes: the chosen interface's, else the one that reaches rank 0.
-std::string chooseIp(const Config& c, int routeFd, spdlog::logger& log) {
-  if (!c.ifname.empty()) {
-    auto found = findInterface(parseInterfaceSpec(c.ifname));
-    if (!found)
-      fail(RR_ERR_INVALID_ARGUMENT, "rank {}: no interface that is up matches RR_SOCKET_IFNAME='{}'",
-           c.rank, c.ifname);
-    log.info("using interface {} address {} (RR_SOCKET_IFNAME={})", found->name, found->ip,
-             c.ifname);
-    return found->ip;
-  }
-  std::string ip = localAddr(routeFd).ip();
-  log.info("using address {} (the route to rank 0; set RR_SOCKET_IFNAME to choose)", ip);
-  return ip;
-}
-
 JobIdentity jobOf(const Config& c) { return JobIdentity{c.jobId, c.secret}; }
-
-// Accepts the data sockets of rank `left`, in socket-index order.
-std::vector<Fd> acceptLeft(const Config& c, int listenFd, int left, Deadline deadline,
-                           spdlog::logger& log) {
-  std::vector<Fd> socks(c.socketsPerLink);
-  std::vector<bool> claimed(c.socketsPerLink, false);
-  int have = 0;
-  std::string fatal;  // the left neighbour is configured otherwise: the ring cannot form
-  AcceptCallbacks cb;
-  cb.admit = [&](const Hello& h) -> std::string {
-    if (h.role != LinkRole::kData) return "a bootstrap connection sent to a data port";
-    if (h.rank != left || h.size != c.size)
-      return fmt::format("rank {} (size {}) connected, expected left neighbour rank {}", h.rank,
-                         h.size, left);
-    if (h.links != c.socketsPerLink) {
-      fatal = fmt::format("rank {} has RR_SOCKETS_PER_LINK={}, rank {} has {}: every rank must "
-                          "use the same",
-                          h.rank, h.links, c.rank, c.socketsPerLink);
-      return fatal;
-    }
-    if (h.index >= static_cast<uint32_t>(c.socketsPerLink) || claimed[h.index])
-      return fmt::format("socket index {} is invalid or repeated (RR_SOCKETS_PER_LINK={})",
-                         h.index, c.socketsPerLink);
-    claimed[h.index] = true;
-    return "";
-  };
-  cb.commit = [&](const Hello& h, Fd fd) {
-    socks[h.index] = std::move(fd);
-    ++have;
-  };
-  cb.release = [&](const Hello& h) { claimed[h.index] = false; };
-  cb.done = [&] { return have == c.socketsPerLink || !fatal.empty(); };
-  cb.full = [&](const Hello& h) {
-    if (!fatal.empty()) return fatal;
-    return fmt::format("all {} socket{} from rank {} {} already connected", c.socketsPerLink,
-                       c.socketsPerLink == 1 ? "" : "s", h.rank, c.socketsPerLink == 1 ? "is" : "are");
-  };
-  AcceptStats stats = acceptConcurrently(listenFd, jobOf(c), deadline, cb, log, "data port");
-  if (!fatal.empty()) fail(RR_ERR_INVALID_ARGUMENT, "rank {}: {}", c.rank, fatal);
-  if (have < c.socketsPerLink)
-    fail(stats.rejected > 0 && stats.lastCode == RR_ERR_AUTH ? RR_ERR_AUTH : RR_ERR_TIMEOUT,
-         "rank {}: left neighbour rank {} connected {} of {} sockets within {} ms ({} "
-         "connection{} rejected{}{})",
-         c.rank, left, have, c.socketsPerLink, c.connectTimeoutMs, stats.rejected,
-         stats.rejected == 1 ? "" : "s", stats.rejected ? ", last: " : "", stats.last);
-  return socks;
-}
-
-// Connects this rank's two ring links: RR_SOCKETS_PER_LINK sockets to the right neighbour
-// while the left neighbour's are accepted on another thread (both at once, or the ring
-// would deadlock).
-void connectLinks(const Config& c, RingSockets& ring, int listenFd, const Endpoint& rightEnd,
-                  Deadline deadline, spdlog::logger& log) {
-  const int right = (c.rank + 1) % c.size;
-  const int left = (c.rank - 1 + c.size) % c.size;
-  std::exception_ptr acceptError;
-  std::thread acceptor([&] {
-    try {
-      ring.left = acceptLeft(c, listenFd, left, deadline, log);
-    } catch (...) {
-      acceptError = std::current_exception();
-    }
-  });
-  try {
-    const SockAddr addr = makeAddr(rightEnd.ip, rightEnd.port);
-    const std::string who = fmt::format("rank {} (right neighbour) at {}", right, addr.str());
-    for (int i = 0; i < c.socketsPerLink; ++i) {
-      Fd fd = connectTo(addr, deadline, fmt::format("rank {} (right neighbour)", right));
-      handshakeClient(fd.get(), jobOf(c),
-                      Hello{LinkRole::kData, c.rank, c.size, static_cast<uint16_t>(i),
-                            static_cast<uint16_t>(c.socketsPerLink)},
-                      deadline, who);
-      ring.right.push_back(std::move(fd));
-    }
-  } catch (...) {
-    ::shutdown(listenFd, SHUT_RDWR);  // unblocks the acceptor's poll
-    acceptor.join();
-    throw;
-  }
-  acceptor.join();
-  if (acceptError) std::rethrow_exception(acceptError);
-  log.info("ring connected: left rank {}, right rank {} at {}:{}, {} sockets per link", left,
-           right, rightEnd.ip, rightEnd.port, c.socketsPerLink);
-}
 
 // After the ring: every rank reports to rank 0 whether its links formed, and rank 0 answers
 // every rank with the first failure (or success), so init fails on every rank, with the
 // reason, or on none. A rank whose report does not come is a failure too.
-void agreeOnRing(const Config& c, RingSockets& ring, const std::optional<Error>& own, Deadline deadline) {
+void agreeOnRing(const Config& c, Ring& ring, const std::optional<Error>& own, Deadline deadline) {
   if (c.rank != 0) {
     Fd& root = ring.bootstrap[0];
     if (own) {
@@ -182,13 +79,16 @@ void agreeOnRing(const Config& c, RingSockets& ring, const std::optional<Error>&
 
 }  // namespace
 
-RingSockets connectRing(const Config& c, spdlog::logger& log) {
-  RingSockets ring;
+TransportJob transportJob(const Config& c) {
+  return TransportJob{c.rank, c.size, jobOf(c), c.ifname, c.connectTimeoutMs};
+}
+
+Ring connectRing(const Config& c, Transport& transport, EventSet& events, spdlog::logger& log) {
+  Ring ring;
   if (c.size == 1) return ring;
   const Deadline deadline = deadlineIn(c.connectTimeoutMs);
   const JobIdentity job = jobOf(c);
   std::vector<Endpoint> table(c.size);
-  Fd dataListener;
   const SockAddr rendezvous = resolve(c.addr, "RR_ADDR");
 
   const int right = (c.rank + 1) % c.size;
@@ -197,9 +97,7 @@ RingSockets connectRing(const Config& c, spdlog::logger& log) {
     reserveFds(c.size + 64, log);
     Fd listener = listenOn(rendezvous, SOMAXCONN);
     ring.bootstrap = gatherRanks(c, listener.get(), table, deadline, log);
-    const std::string ip = chooseIp(c, ring.bootstrap[1].get(), log);
-    dataListener = listenOn(makeAddr(ip, 0), 64);
-    table[0] = Endpoint{ip, localAddr(dataListener.get()).port()};
+    table[0] = transport.listen(localAddr(ring.bootstrap[1].get()).ip());
     // Each rank gets the job's size and its right neighbour's endpoint: O(n) bytes in all.
     for (int r = 1; r < c.size; ++r) {
       const std::string verdict = encodeVerdict(c.size, table[static_cast<size_t>((r + 1) % c.size)]);
@@ -211,10 +109,7 @@ RingSockets connectRing(const Config& c, spdlog::logger& log) {
     handshakeClient(root.get(), job, Hello{LinkRole::kBootstrap, c.rank, c.size, 0, 0}, deadline,
                     fmt::format("rank 0 at {}", c.addr));
     try {
-      const std::string ip = chooseIp(c, root.get(), log);
-      dataListener = listenOn(makeAddr(ip, 0), 64);
-      sendEndpoint(root.get(), Endpoint{ip, localAddr(dataListener.get()).port()}, deadline,
-                   "rank 0");
+      sendEndpoint(root.get(), transport.listen(localAddr(root.get()).ip()), deadline, "rank 0");
     } catch (const Error& e) {
       sendJoinError(root.get(), e);  // rank 0 and every other rank hear why
       throw;
@@ -237,7 +132,7 @@ RingSockets connectRing(const Config& c, spdlog::logger& log) {
 
   std::optional<Error> failed;
   try {
-    connectLinks(c, ring, dataListener.get(), rightEnd, deadline, log);
+    ring.links = transport.connectRing(rightEnd, events, deadline);
   } catch (const Error& e) {
     failed = e;
   }

@@ -5,8 +5,8 @@
 //      publishes the address of its data listener (or why it cannot join)
 //   2. rank 0 answers every rank with the job's size and its right neighbour's address
 //      only (O(n) bytes in all), or with why the job cannot form
-//   3. each rank connects RR_SOCKETS_PER_LINK sockets to its right neighbour while it
-//      accepts as many from its left neighbour (both at once, or the ring would deadlock)
+//   3. the transport (transport/transport.h) connects each rank's links to its neighbours,
+//      to the right neighbour at the endpoint it published while it accepts the left one
 //   4. each rank reports to rank 0 whether its links formed; rank 0 answers every rank
 //      with the first failure, so init fails everywhere with the reason, or nowhere
 // (bootstrap_wire.h has the messages.)
@@ -21,6 +21,7 @@
 
 #include "engine/config.h"
 #include "transport/socket.h"
+#include "transport/transport.h"
 
 namespace spdlog {
 class logger;
@@ -28,12 +29,13 @@ class logger;
 
 namespace rr {
 
-struct RingSockets {
-  std::vector<Fd> right;      // connected to rank (r+1)%n: this rank sends here
-  std::vector<Fd> left;       // accepted from rank (r-1+n)%n: this rank receives here
+struct Ring {
+  RingLinks links;
   std::vector<Fd> bootstrap;  // rank 0: one per other rank; others: the one to rank 0
 };
 
-RingSockets connectRing(const Config& config, spdlog::logger& log);
+// The job's settings as a transport sees them.
+TransportJob transportJob(const Config& config);
+Ring connectRing(const Config& config, Transport& transport, EventSet& events, spdlog::logger& log);
 
 }  // namespace rr

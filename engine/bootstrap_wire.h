@@ -18,16 +18,12 @@
 
 #include "transport/error.h"
 #include "transport/socket.h"
+#include "transport/transport.h"
 
 namespace rr {
 
 constexpr size_t kMaxStatusText = 4096;
 constexpr size_t kMaxEndpointIp = 64;
-
-struct Endpoint {
-  std::string ip;
-  uint16_t port = 0;
-};
 
 // A rank that reached rank 0 but cannot take part: the job cannot form.
 class JoinFailed : public Error {

@@ -3,7 +3,6 @@
 
 #include <spdlog/sinks/stdout_sinks.h>
 #include <spdlog/spdlog.h>
-#include <sys/epoll.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -22,7 +21,8 @@
 #include "kernels/device.h"
 #include "kernels/dtype.h"
 #include "transport/error.h"
-#include "transport/tcp/tcp_link.h"
+#include "transport/event_set.h"
+#include "transport/tcp/tcp_transport.h"
 
 namespace rr {
 namespace {
@@ -108,7 +108,8 @@ Communicator::~Communicator() {
   left_.reset();
   right_.reset();
   timeline_.reset();
-  if (epollFd_ >= 0) ::close(epollFd_);
+  transport_.reset();
+  events_.reset();
 }
 
 void Communicator::connect() {
@@ -118,20 +119,17 @@ void Communicator::connect() {
   barrierBuf_ = std::make_unique<uint8_t[]>(static_cast<size_t>(config_.size));
   timeline_ = Timeline::open(config_.timeline, config_.jobId, config_.rank);
   if (config_.size == 1) return;
-  epollFd_ = ::epoll_create1(EPOLL_CLOEXEC);
-  if (epollFd_ < 0) failErrno(errno, "epoll_create1");
-  sockets_ = std::make_unique<RingSockets>(connectRing(config_, *log_));
-  const int left = (config_.rank - 1 + config_.size) % config_.size;
-  const int right = (config_.rank + 1) % config_.size;
-  left_ = std::make_unique<TcpLink>(std::move(sockets_->left), epollFd_, left,
-                                    fmt::format("rank {} (left neighbour)", left));
-  right_ = std::make_unique<TcpLink>(std::move(sockets_->right), epollFd_, right,
-                                     fmt::format("rank {} (right neighbour)", right));
-  waker_ = std::make_unique<Waker>(epollFd_);
+  events_ = std::make_unique<EventSet>();
+  transport_ = std::make_unique<TcpTransport>(transportJob(config_), config_.socketsPerLink, *log_);
+  Ring ring = connectRing(config_, *transport_, *events_, *log_);
+  left_ = std::move(ring.links.left);
+  right_ = std::move(ring.links.right);
+  bootstrap_ = std::move(ring.bootstrap);
+  waker_ = std::make_unique<Waker>(*events_);
   engine_ = std::make_unique<ProgressEngine>(config_.rank, config_.size, left_.get(),
-                                             right_.get(), epollFd_, config_.segmentBytes,
+                                             right_.get(), *events_, config_.segmentBytes,
                                              config_.timeoutMs, [this] { onIdle(); }, &aborted_);
-  monitor_ = std::make_unique<StallMonitor>(config_.rank, config_.size, &sockets_->bootstrap,
+  monitor_ = std::make_unique<StallMonitor>(config_.rank, config_.size, &bootstrap_,
                                             config_.stallWarnS, *log_);
   // At a timeout, rank 0 names who holds the job up; the wait for its answer is bounded.
   const auto askFor = std::chrono::milliseconds(std::clamp(config_.timeoutMs / 2, 100, 1000));

@@ -24,6 +24,7 @@
 #include "engine/op_queue.h"
 #include "engine/request.h"
 #include "engine/stall_monitor.h"
+#include "transport/socket.h"
 #include "ringreduce/ringreduce.h"
 
 namespace spdlog {
@@ -34,13 +35,14 @@ namespace rr {
 
 class Device;
 class Error;
+class EventSet;
 class Link;
 class ProgressEngine;
 class StreamOrder;
 class Timeline;
+class Transport;
 class Waker;
 struct GroupHeader;
-struct RingSockets;
 
 class Communicator {
  public:
@@ -92,8 +94,9 @@ class Communicator {
 
   Config config_;
   std::shared_ptr<spdlog::logger> log_;
-  int epollFd_ = -1;
-  std::unique_ptr<RingSockets> sockets_;
+  std::unique_ptr<EventSet> events_;  // what the progress thread sleeps on
+  std::unique_ptr<Transport> transport_;
+  std::vector<Fd> bootstrap_;         // the rendezvous connections (stall monitor)
   std::unique_ptr<Link> left_;
   std::unique_ptr<Link> right_;
   std::mutex deviceMutex_;

@@ -1,7 +1,6 @@
 // ProgressEngine; see progress_engine.h, and pass.h for the counters and their rules.
 #include "engine/progress_engine.h"
 
-#include <sys/epoll.h>
 
 #include <algorithm>
 #include <cassert>
@@ -17,14 +16,14 @@
 
 namespace rr {
 
-ProgressEngine::ProgressEngine(int rank, int size, Link* left, Link* right, int epollFd,
+ProgressEngine::ProgressEngine(int rank, int size, Link* left, Link* right, EventSet& events,
                                size_t segmentBytes, int timeoutMs, std::function<void()> onIdle,
                                const std::atomic<bool>* aborted)
     : rank_(rank),
       size_(size),
       left_(left),
       right_(right),
-      epollFd_(epollFd),
+      events_(events),
       segmentBytes_(segmentBytes),
       timeoutMs_(timeoutMs),
       onIdle_(std::move(onIdle)),
@@ -80,9 +79,7 @@ GroupHeader ProgressEngine::receiveHeader(const OpDesc& next) {
 }
 
 void ProgressEngine::pollIdle() {
-  epoll_event events[16];
-  const int n = ::epoll_wait(epollFd_, events, 16, 0);
-  for (int i = 0; i < n; ++i) static_cast<EventTarget*>(events[i].data.ptr)->onEvent(events[i].events);
+  events_.dispatch(0);
   for (Link* link : {right_, left_}) link->progress();
 }
 
@@ -198,12 +195,9 @@ void ProgressEngine::wait(Clock::time_point until, bool devicePending) {
     lastIdle_ = Clock::now();
     onIdle_();
   }
-  epoll_event events[16];
-  // Device work completes without an fd to wait on: poll the sockets and come back.
+  // Device work completes without an fd to wait on: poll the links and come back.
   const int ms = devicePending ? 0 : std::min(msUntil(until) + 1, 100);
-  int n = ::epoll_wait(epollFd_, events, 16, ms);
-  if (n < 0 && errno != EINTR) failErrno(errno, "epoll_wait");
-  for (int i = 0; i < n; ++i) static_cast<EventTarget*>(events[i].data.ptr)->onEvent(events[i].events);
+  const int n = events_.dispatch(ms);
   if (devicePending && n == 0) std::this_thread::yield();
   checkAborted();
 }

@@ -43,8 +43,8 @@ class ProgressEngine {
   static constexpr int kDepth = PassShape::kDepth;
 
   // onIdle runs every 100 ms while the engine waits; once `aborted` is set, every wait
-  // throws RR_ERR_ABORTED (the setter also wakes the epoll set).
-  ProgressEngine(int rank, int size, Link* left, Link* right, int epollFd, size_t segmentBytes,
+  // throws RR_ERR_ABORTED (the setter also wakes the event set).
+  ProgressEngine(int rank, int size, Link* left, Link* right, EventSet& events, size_t segmentBytes,
                  int timeoutMs, std::function<void()> onIdle, const std::atomic<bool>* aborted);
   ~ProgressEngine();
 
@@ -88,7 +88,7 @@ class ProgressEngine {
   int size_;
   Link* left_;
   Link* right_;
-  int epollFd_;
+  EventSet& events_;
   size_t segmentBytes_;
   int timeoutMs_;
   std::function<void()> onIdle_;

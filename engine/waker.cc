@@ -11,12 +11,9 @@
 
 namespace rr {
 
-Waker::Waker(int epollFd) : fd_(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {
+Waker::Waker(EventSet& events) : fd_(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {
   if (!fd_) failErrno(errno, "eventfd");
-  epoll_event ev{};
-  ev.events = EPOLLIN;
-  ev.data.ptr = static_cast<EventTarget*>(this);
-  if (::epoll_ctl(epollFd, EPOLL_CTL_ADD, fd_.get(), &ev) != 0) failErrno(errno, "epoll_ctl ADD");
+  events.add(fd_.get(), EPOLLIN, this);
 }
 
 void Waker::wake() {

@@ -1,4 +1,4 @@
-// Waker: an eventfd in the progress engine's epoll set, so that another thread (an abort)
+// Waker: an eventfd in the progress engine's EventSet, so that another thread (an abort)
 // can wake the progress thread at once instead of at its next poll timeout.
 #pragma once
 
@@ -11,7 +11,7 @@ namespace rr {
 
 class Waker final : public EventTarget {
  public:
-  explicit Waker(int epollFd);
+  explicit Waker(EventSet& events);
   void wake();                           // any thread
   void onEvent(uint32_t events) override;  // the progress thread: clears it
 

@@ -2,7 +2,6 @@
 // interface selection syntax, and the TCP link's framing checks.
 #include <catch2/catch.hpp>
 
-#include <sys/epoll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -89,7 +88,7 @@ TEST_CASE("RR_SOCKET_IFNAME follows NCCL's syntax") {
 }
 
 TEST_CASE("a TCP link moves striped messages and rejects a frame of the wrong length") {
-  rr::Fd ep(::epoll_create1(0));
+  rr::EventSet ep;
   auto listener = rr::listenOn(rr::makeAddr("127.0.0.1", 0), 4);
   const auto addr = rr::localAddr(listener.get());
   std::vector<rr::Fd> client, server;
@@ -97,8 +96,8 @@ TEST_CASE("a TCP link moves striped messages and rejects a frame of the wrong le
     client.push_back(rr::connectTo(addr, rr::deadlineIn(2000), "test"));
     server.push_back(rr::acceptUntil(listener.get(), rr::deadlineIn(2000)));
   }
-  rr::TcpLink sender(std::move(client), ep.get(), 1, "sender");
-  rr::TcpLink receiver(std::move(server), ep.get(), 0, "receiver");
+  rr::TcpLink sender(std::move(client), ep, 1, "sender");
+  rr::TcpLink receiver(std::move(server), ep, 0, "receiver");
   std::vector<uint8_t> data(1 << 20), got(1 << 20);
   for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<uint8_t>(i * 31);
   sender.postSend(data.data(), data.size(), rr::FrameType::kData);
@@ -127,7 +126,7 @@ TEST_CASE("a TCP link moves striped messages and rejects a frame of the wrong le
 }
 
 TEST_CASE("a TCP link rejects a frame of an unknown type") {
-  rr::Fd ep(::epoll_create1(0));
+  rr::EventSet ep;
   auto listener = rr::listenOn(rr::makeAddr("127.0.0.1", 0), 4);
   std::vector<rr::Fd> client, server;
   client.push_back(rr::connectTo(rr::localAddr(listener.get()), rr::deadlineIn(2000), "test"));
@@ -136,7 +135,7 @@ TEST_CASE("a TCP link rejects a frame of an unknown type") {
   frame[0] = 99;  // type 99, length 8
   frame[8] = 8;
   rr::sendAll(client[0].get(), frame, sizeof frame, rr::deadlineIn(2000), "receiver");
-  rr::TcpLink receiver(std::move(server), ep.get(), 0, "sender");
+  rr::TcpLink receiver(std::move(server), ep, 0, "sender");
   std::vector<uint8_t> got(8);
   receiver.postRecv(got.data(), got.size(), rr::FrameType::kData);
   bool threw = false;

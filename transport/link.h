@@ -11,18 +11,9 @@
 #include <string>
 
 #include "ringreduce/ringreduce.h"
+#include "transport/event_set.h"
 
 namespace rr {
-
-// What a link registers as epoll_event.data.ptr: the owner of the epoll set calls
-// onEvent with the ready events, and the link's next progress() acts on them.
-class EventTarget {
- public:
-  virtual void onEvent(uint32_t events) = 0;
-
- protected:
-  ~EventTarget() = default;
-};
 
 enum class FrameType : uint32_t { kData = 1, kOpHeader = 2, kAbort = 3 };
 

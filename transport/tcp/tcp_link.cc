@@ -33,24 +33,20 @@ void TcpLink::Socket::onEvent(uint32_t events) {
   if (events & (EPOLLIN | EPOLLHUP | EPOLLERR | EPOLLRDHUP)) readable = true;
 }
 
-TcpLink::TcpLink(std::vector<Fd> sockets, int epollFd, int peerRank, std::string name)
-    : epollFd_(epollFd), peerRank_(peerRank), name_(std::move(name)) {
+TcpLink::TcpLink(std::vector<Fd> sockets, EventSet& events, int peerRank, std::string name)
+    : events_(events), peerRank_(peerRank), name_(std::move(name)) {
   for (auto& fd : sockets) {
     auto s = std::make_unique<Socket>();
     s->fd = std::move(fd);
     setNonBlocking(s->fd.get());
     setNoDelay(s->fd.get());
-    epoll_event ev{};
-    ev.events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET;
-    ev.data.ptr = static_cast<EventTarget*>(s.get());
-    if (::epoll_ctl(epollFd_, EPOLL_CTL_ADD, s->fd.get(), &ev) != 0)
-      failErrno(errno, "epoll_ctl ADD");
+    events_.add(s->fd.get(), EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET, s.get());
     sockets_.push_back(std::move(s));
   }
 }
 
 TcpLink::~TcpLink() {
-  for (auto& s : sockets_) ::epoll_ctl(epollFd_, EPOLL_CTL_DEL, s->fd.get(), nullptr);
+  for (auto& s : sockets_) events_.remove(s->fd.get());
 }
 
 size_t TcpLink::stripeCount(size_t len) const {

@@ -6,7 +6,7 @@
 //
 // Both ends cut a message into the same stripes, so stripe i of every message travels on
 // socket i and each socket carries frames in posting order. Sockets are non-blocking and
-// registered edge-triggered with the owner's epoll; progress() tries every socket that has
+// registered edge-triggered in the engine's EventSet; progress() tries every socket that has
 // work and returns when none can move. Queues are fixed rings: no allocation per message.
 #pragma once
 
@@ -24,9 +24,9 @@ class TcpLink final : public Link {
   static constexpr size_t kMinStripe = 64 * 1024;
   static constexpr size_t kMaxQueued = 64;  // messages in flight per direction
 
-  // Takes the connected sockets (socket i carries stripe i) and registers them with epollFd.
+  // Takes the connected sockets (socket i carries stripe i) and registers them in `events`.
   // `name` describes the peer in messages ("rank 3 (left neighbour)").
-  TcpLink(std::vector<Fd> sockets, int epollFd, int peerRank, std::string name);
+  TcpLink(std::vector<Fd> sockets, EventSet& events, int peerRank, std::string name);
   ~TcpLink() override;
 
   void postSend(const void* data, size_t len, FrameType type) override;
@@ -78,7 +78,7 @@ class TcpLink final : public Link {
   size_t stripeCount(size_t len) const;
 
   std::vector<std::unique_ptr<Socket>> sockets_;
-  int epollFd_;
+  EventSet& events_;
   int peerRank_;
   std::string name_;
   Direction send_;

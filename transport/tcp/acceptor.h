@@ -1,4 +1,4 @@
-// acceptConcurrently: the server side of bootstrap. Accepts connections on a listening
+// acceptConcurrently: the server side of the TCP data links. Accepts connections on a listening
 // socket and runs each one's handshake on a thread of its own (at most kMaxPending at once),
 // so a client that sends garbage or stalls in the middle of the handshake holds up nobody
 // but itself, and only until the handshake deadline. Every rejection is logged with the

@@ -1,5 +1,5 @@
 // acceptConcurrently; see acceptor.h.
-#include "engine/acceptor.h"
+#include "transport/tcp/acceptor.h"
 
 #include <spdlog/spdlog.h>
 #include <sys/socket.h>

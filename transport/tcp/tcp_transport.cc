@@ -1,0 +1,135 @@
+// TcpTransport; see tcp_transport.h.
+#include "transport/tcp/tcp_transport.h"
+
+#include <spdlog/spdlog.h>
+#include <sys/socket.h>
+
+#include <exception>
+#include <thread>
+#include <vector>
+
+#include "transport/error.h"
+#include "transport/interfaces.h"
+#include "transport/tcp/acceptor.h"
+#include "transport/tcp/tcp_link.h"
+
+namespace rr {
+
+TcpTransport::TcpTransport(TransportJob job, int socketsPerLink, spdlog::logger& log)
+    : job_(std::move(job)), socketsPerLink_(socketsPerLink), log_(log) {}
+
+Endpoint TcpTransport::listen(const std::string& routeIp) {
+  std::string ip = routeIp;
+  if (!job_.ifname.empty()) {
+    auto found = findInterface(parseInterfaceSpec(job_.ifname));
+    if (!found)
+      fail(RR_ERR_INVALID_ARGUMENT, "rank {}: no interface that is up matches RR_SOCKET_IFNAME='{}'",
+           job_.rank, job_.ifname);
+    log_.info("using interface {} address {} (RR_SOCKET_IFNAME={})", found->name, found->ip,
+              job_.ifname);
+    ip = found->ip;
+  } else {
+    log_.info("using address {} (the route to rank 0; set RR_SOCKET_IFNAME to choose)", ip);
+  }
+  listener_ = listenOn(makeAddr(ip, 0), 64);
+  self_ = Endpoint{ip, localAddr(listener_.get()).port()};
+  return self_;
+}
+
+// Accepts the data sockets of the left neighbour, in socket-index order.
+std::vector<Fd> TcpTransport::acceptLeft(Deadline deadline) {
+  const int left = (job_.rank - 1 + job_.size) % job_.size;
+  const int want = socketsPerLink_;
+  std::vector<Fd> socks(static_cast<size_t>(want));
+  std::vector<bool> claimed(static_cast<size_t>(want), false);
+  int have = 0;
+  std::string fatal;  // the left neighbour is configured otherwise: the ring cannot form
+  AcceptCallbacks cb;
+  cb.admit = [&](const Hello& h) -> std::string {
+    if (h.role != LinkRole::kData) return "a bootstrap connection sent to a data port";
+    if (h.rank != left || h.size != job_.size)
+      return fmt::format("rank {} (size {}) connected, expected left neighbour rank {}", h.rank,
+                         h.size, left);
+    if (h.links != want) {
+      fatal = fmt::format("rank {} has RR_SOCKETS_PER_LINK={}, rank {} has {}: every rank must "
+                          "use the same",
+                          h.rank, h.links, job_.rank, want);
+      return fatal;
+    }
+    if (h.index >= static_cast<uint32_t>(want) || claimed[h.index])
+      return fmt::format("socket index {} is invalid or repeated (RR_SOCKETS_PER_LINK={})",
+                         h.index, want);
+    claimed[h.index] = true;
+    return "";
+  };
+  cb.commit = [&](const Hello& h, Fd fd) {
+    socks[h.index] = std::move(fd);
+    ++have;
+  };
+  cb.release = [&](const Hello& h) { claimed[h.index] = false; };
+  cb.done = [&] { return have == want || !fatal.empty(); };
+  cb.full = [&](const Hello& h) {
+    if (!fatal.empty()) return fatal;
+    return fmt::format("all {} socket{} from rank {} {} already connected", want,
+                       want == 1 ? "" : "s", h.rank, want == 1 ? "is" : "are");
+  };
+  AcceptStats stats = acceptConcurrently(listener_.get(), job_.identity, deadline, cb, log_, "data port");
+  if (!fatal.empty()) fail(RR_ERR_INVALID_ARGUMENT, "rank {}: {}", job_.rank, fatal);
+  if (have < want)
+    fail(stats.rejected > 0 && stats.lastCode == RR_ERR_AUTH ? RR_ERR_AUTH : RR_ERR_TIMEOUT,
+         "rank {}: left neighbour rank {} connected {} of {} sockets within {} ms ({} "
+         "connection{} rejected{}{})",
+         job_.rank, left, have, want, job_.connectTimeoutMs, stats.rejected,
+         stats.rejected == 1 ? "" : "s", stats.rejected ? ", last: " : "", stats.last);
+  return socks;
+}
+
+std::vector<Fd> TcpTransport::connectRight(const Endpoint& rightEnd, Deadline deadline) {
+  const int right = (job_.rank + 1) % job_.size;
+  const SockAddr addr = makeAddr(rightEnd.ip, rightEnd.port);
+  const std::string who = fmt::format("rank {} (right neighbour) at {}", right, addr.str());
+  std::vector<Fd> socks;
+  for (int i = 0; i < socketsPerLink_; ++i) {
+    Fd fd = connectTo(addr, deadline, fmt::format("rank {} (right neighbour)", right));
+    handshakeClient(fd.get(), job_.identity,
+                    Hello{LinkRole::kData, job_.rank, job_.size, static_cast<uint16_t>(i),
+                          static_cast<uint16_t>(socketsPerLink_)},
+                    deadline, who);
+    socks.push_back(std::move(fd));
+  }
+  return socks;
+}
+
+RingLinks TcpTransport::connectRing(const Endpoint& rightEnd, EventSet& events, Deadline deadline) {
+  const int right = (job_.rank + 1) % job_.size;
+  const int left = (job_.rank - 1 + job_.size) % job_.size;
+  std::vector<Fd> leftSocks, rightSocks;
+  std::exception_ptr acceptError;
+  std::thread acceptor([&] {
+    try {
+      leftSocks = acceptLeft(deadline);
+    } catch (...) {
+      acceptError = std::current_exception();
+    }
+  });
+  try {
+    rightSocks = connectRight(rightEnd, deadline);
+  } catch (...) {
+    ::shutdown(listener_.get(), SHUT_RDWR);  // unblocks the acceptor's poll
+    acceptor.join();
+    throw;
+  }
+  acceptor.join();
+  if (acceptError) std::rethrow_exception(acceptError);
+  listener_.reset();  // both neighbours are in: nobody else may connect
+  log_.info("ring connected over tcp: left rank {}, right rank {} at {}:{}, {} socket{} per link",
+            left, right, rightEnd.ip, rightEnd.port, socketsPerLink_, socketsPerLink_ == 1 ? "" : "s");
+  RingLinks links;
+  links.left = std::make_unique<TcpLink>(std::move(leftSocks), events, left,
+                                         fmt::format("rank {} (left neighbour)", left));
+  links.right = std::make_unique<TcpLink>(std::move(rightSocks), events, right,
+                                          fmt::format("rank {} (right neighbour)", right));
+  return links;
+}
+
+}  // namespace rr

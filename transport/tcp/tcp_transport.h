@@ -1,0 +1,32 @@
+// TcpTransport: ring links over TCP, each striped over RR_SOCKETS_PER_LINK sockets
+// (tcp_link.h). Its listener takes the left neighbour's sockets with the authenticated
+// handshake (role kData, the socket's index and count in the hello), one thread per
+// handshake in progress (acceptor.h); it connects the same number to the right neighbour.
+#pragma once
+
+#include <string>
+
+#include "transport/transport.h"
+
+namespace rr {
+
+class TcpTransport final : public Transport {
+ public:
+  TcpTransport(TransportJob job, int socketsPerLink, spdlog::logger& log);
+
+  const char* name() const override { return "tcp"; }
+  Endpoint listen(const std::string& routeIp) override;
+  RingLinks connectRing(const Endpoint& right, EventSet& events, Deadline deadline) override;
+
+ private:
+  std::vector<Fd> acceptLeft(Deadline deadline);
+  std::vector<Fd> connectRight(const Endpoint& right, Deadline deadline);
+
+  TransportJob job_;
+  int socketsPerLink_;
+  spdlog::logger& log_;
+  Fd listener_;
+  Endpoint self_;
+};
+
+}  // namespace rr

@@ -1,0 +1,64 @@
+// Transport: how a rank's two ring links are made, once the rendezvous has told it where
+// its right neighbour listens (DESIGN.md §5).
+//
+//   engine (bootstrap.cc)                          transport
+//   rendezvous with rank 0 ----------------------> listen(routeIp): where peers reach me
+//   publish it; learn the right neighbour's <-----'
+//   connectRing(right, events) ------------------> links to both neighbours, their fds
+//   agree with rank 0 that every ring formed          registered in the engine's EventSet
+//
+// The engine keeps the rendezvous (the authenticated bootstrap and the address table) and
+// never names a socket; a transport knows nothing of collectives. Whatever a transport
+// listens on admits only peers that prove the job secret (handshake.h) and are the
+// neighbour the rendezvous named, so a transport never widens who may join.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "transport/handshake.h"
+#include "transport/link.h"
+#include "transport/socket.h"
+
+namespace spdlog {
+class logger;
+}
+
+namespace rr {
+
+// Where a rank's transport listens, as the rendezvous carries it (bootstrap_wire.h).
+struct Endpoint {
+  std::string ip;
+  uint16_t port = 0;
+};
+
+struct RingLinks {
+  std::unique_ptr<Link> left;   // from rank (r-1+n)%n: this rank receives here
+  std::unique_ptr<Link> right;  // to rank (r+1)%n: this rank sends here
+};
+
+// What every transport is told about the job.
+struct TransportJob {
+  int rank = 0;
+  int size = 1;
+  JobIdentity identity;
+  std::string ifname;  // RR_SOCKET_IFNAME (NCCL syntax); empty: the route to rank 0
+  int connectTimeoutMs = 0;  // RR_CONNECT_TIMEOUT_MS, for messages
+};
+
+class Transport {
+ public:
+  virtual ~Transport() = default;
+  virtual const char* name() const = 0;
+
+  // Opens what the neighbours connect to. `routeIp` is this rank's address on the route to
+  // rank 0 (the default when no interface is chosen). Returns the endpoint to publish.
+  virtual Endpoint listen(const std::string& routeIp) = 0;
+  // Connects to the right neighbour at `right` while accepting the left neighbour (both at
+  // once, or the ring would deadlock); registers the links' fds in `events`. Throws Error
+  // naming the neighbour and what went wrong; by `deadline` at the latest.
+  virtual RingLinks connectRing(const Endpoint& right, EventSet& events, Deadline deadline) = 0;
+};
+
+}  // namespace rr
