@@ -23,6 +23,9 @@
 #include "transport/error.h"
 #include "transport/event_set.h"
 #include "transport/tcp/tcp_transport.h"
+#ifdef RR_HAVE_UCX
+#include "transport/ucx/ucx_transport.h"
+#endif
 
 namespace rr {
 namespace {
@@ -120,7 +123,12 @@ void Communicator::connect() {
   timeline_ = Timeline::open(config_.timeline, config_.jobId, config_.rank);
   if (config_.size == 1) return;
   events_ = std::make_unique<EventSet>();
-  transport_ = std::make_unique<TcpTransport>(transportJob(config_), config_.socketsPerLink, *log_);
+#ifdef RR_HAVE_UCX
+  if (config_.transport == "ucx")
+    transport_ = std::make_unique<UcxTransport>(transportJob(config_), *log_);
+#endif
+  if (!transport_)
+    transport_ = std::make_unique<TcpTransport>(transportJob(config_), config_.socketsPerLink, *log_);
   Ring ring = connectRing(config_, *transport_, *events_, *log_);
   left_ = std::move(ring.links.left);
   right_ = std::move(ring.links.right);

@@ -12,6 +12,8 @@
 //   RR_CONNECT_TIMEOUT_MS   deadline of rendezvous and ring connection, retries included
 //                           (default: RR_TIMEOUT_MS)
 //   RR_SOCKET_IFNAME        interface selection, NCCL syntax (default: the route to rank 0)
+//   RR_TRANSPORT            tcp, ucx (when built with UCX; UCX_* variables pass through to
+//                           UCX untouched) or auto (default; tcp for now)
 //   RR_SOCKETS_PER_LINK     TCP sockets per ring link (default 2)
 //   RR_SEGMENT_BYTES        pipelined segment size (default 1 MiB)
 //   RR_FUSION_BYTES         all-reduces this small or smaller may share a ring pass, up to
@@ -48,6 +50,7 @@ struct Config {
   int timeoutMs = 300000;
   int connectTimeoutMs = 300000;
   std::string ifname;
+  std::string transport = "auto";  // tcp or ucx once loaded
   int socketsPerLink = 2;
   size_t segmentBytes = 1 << 20;
   size_t fusionBytes = 4 << 20;

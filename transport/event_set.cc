@@ -3,6 +3,7 @@
 
 #include <sys/epoll.h>
 
+#include <algorithm>
 #include <cerrno>
 
 #include "transport/error.h"
@@ -20,7 +21,13 @@ void EventSet::add(int fd, uint32_t events, EventTarget* target) {
   if (::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, fd, &ev) != 0) failErrno(errno, "epoll_ctl ADD");
 }
 
+void EventSet::removeGuard(SleepGuard* guard) noexcept {
+  guards_.erase(std::remove(guards_.begin(), guards_.end(), guard), guards_.end());
+}
+
 int EventSet::dispatch(int timeoutMs) {
+  for (SleepGuard* g : guards_)
+    if (timeoutMs != 0 && !g->readyToSleep()) timeoutMs = 0;
   epoll_event events[16];
   const int n = ::epoll_wait(epoll_.get(), events, 16, timeoutMs);
   if (n < 0) {

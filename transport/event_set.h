@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "transport/socket.h"
 
@@ -23,6 +24,17 @@ class EventTarget {
   ~EventTarget() = default;
 };
 
+// A source that must be told before the thread sleeps (a UCX worker must be armed, and
+// says when it has events pending that its fd will not signal).
+class SleepGuard {
+ public:
+  // True when it may sleep; false when there is work to do first (the wait then only looks).
+  virtual bool readyToSleep() = 0;
+
+ protected:
+  ~SleepGuard() = default;
+};
+
 class EventSet {
  public:
   EventSet();  // throws Error (RR_ERR_SYSTEM) if the set cannot be made
@@ -35,12 +47,16 @@ class EventSet {
   // Waits up to timeoutMs (0: only looks) and calls onEvent for each ready fd. Returns how
   // many were ready; an interrupted wait returns 0.
   int dispatch(int timeoutMs);
+  // Asks `guard` before every wait that may sleep; it must outlive the EventSet's use.
+  void addGuard(SleepGuard* guard) { guards_.push_back(guard); }
+  void removeGuard(SleepGuard* guard) noexcept;
   // Ends a registration (a link that goes away before its fds close).
   void remove(int fd) noexcept;
   int fd() const { return epoll_.get(); }
 
  private:
   Fd epoll_;
+  std::vector<SleepGuard*> guards_;
 };
 
 }  // namespace rr

@@ -23,7 +23,9 @@ namespace rr {
 constexpr uint32_t kMagic = 0x52524431;  // "RRD1"
 constexpr uint16_t kProtocolVersion = 1;
 
-enum class LinkRole : uint16_t { kBootstrap = 1, kData = 2 };
+// kData: a TCP data socket; kUcx: the connection over which two UCX neighbours exchange
+// their worker addresses (transport/ucx/ucx_transport.h).
+enum class LinkRole : uint16_t { kBootstrap = 1, kData = 2, kUcx = 3 };
 
 struct JobIdentity {
   uint64_t jobId = 0;

@@ -5,8 +5,11 @@
 #include <net/if.h>
 #include <netinet/in.h>
 
+#include <spdlog/spdlog.h>
+
 #include <cstring>
 
+#include "transport/error.h"
 #include "transport/socket.h"
 
 namespace rr {
@@ -59,6 +62,20 @@ std::optional<InterfaceAddr> findInterface(const InterfaceSpec& spec) {
   }
   ::freeifaddrs(list);
   return v4 ? v4 : v6;
+}
+
+std::string chooseListenIp(int rank, const std::string& ifname, const std::string& routeIp,
+                           spdlog::logger& log) {
+  if (ifname.empty()) {
+    log.info("using address {} (the route to rank 0; set RR_SOCKET_IFNAME to choose)", routeIp);
+    return routeIp;
+  }
+  auto found = findInterface(parseInterfaceSpec(ifname));
+  if (!found)
+    fail(RR_ERR_INVALID_ARGUMENT, "rank {}: no interface that is up matches RR_SOCKET_IFNAME='{}'",
+         rank, ifname);
+  log.info("using interface {} address {} (RR_SOCKET_IFNAME={})", found->name, found->ip, ifname);
+  return found->ip;
 }
 
 }  // namespace rr

@@ -8,6 +8,10 @@
 #include <string>
 #include <vector>
 
+namespace spdlog {
+class logger;
+}
+
 namespace rr {
 
 struct InterfaceSpec {
@@ -26,5 +30,11 @@ struct InterfaceAddr {
 
 // The first interface that is up and matches, preferring IPv4; nullopt if none does.
 std::optional<InterfaceAddr> findInterface(const InterfaceSpec& spec);
+
+// The IP a rank's transport listens on: the interface RR_SOCKET_IFNAME chooses (`ifname`),
+// else `routeIp` (the route to rank 0); logged once. Throws RR_ERR_INVALID_ARGUMENT naming
+// the rank and the spec when nothing matches.
+std::string chooseListenIp(int rank, const std::string& ifname, const std::string& routeIp,
+                           spdlog::logger& log);
 
 }  // namespace rr

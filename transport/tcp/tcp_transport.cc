@@ -19,18 +19,7 @@ TcpTransport::TcpTransport(TransportJob job, int socketsPerLink, spdlog::logger&
     : job_(std::move(job)), socketsPerLink_(socketsPerLink), log_(log) {}
 
 Endpoint TcpTransport::listen(const std::string& routeIp) {
-  std::string ip = routeIp;
-  if (!job_.ifname.empty()) {
-    auto found = findInterface(parseInterfaceSpec(job_.ifname));
-    if (!found)
-      fail(RR_ERR_INVALID_ARGUMENT, "rank {}: no interface that is up matches RR_SOCKET_IFNAME='{}'",
-           job_.rank, job_.ifname);
-    log_.info("using interface {} address {} (RR_SOCKET_IFNAME={})", found->name, found->ip,
-              job_.ifname);
-    ip = found->ip;
-  } else {
-    log_.info("using address {} (the route to rank 0; set RR_SOCKET_IFNAME to choose)", ip);
-  }
+  const std::string ip = chooseListenIp(job_.rank, job_.ifname, routeIp, log_);
   listener_ = listenOn(makeAddr(ip, 0), 64);
   self_ = Endpoint{ip, localAddr(listener_.get()).port()};
   return self_;
@@ -46,6 +35,11 @@ std::vector<Fd> TcpTransport::acceptLeft(Deadline deadline) {
   std::string fatal;  // the left neighbour is configured otherwise: the ring cannot form
   AcceptCallbacks cb;
   cb.admit = [&](const Hello& h) -> std::string {
+    if (h.role == LinkRole::kUcx) {
+      fatal = fmt::format("rank {} uses the ucx transport, rank {} uses tcp (RR_TRANSPORT): "
+                          "every rank must use the same", h.rank, job_.rank);
+      return fatal;
+    }
     if (h.role != LinkRole::kData) return "a bootstrap connection sent to a data port";
     if (h.rank != left || h.size != job_.size)
       return fmt::format("rank {} (size {}) connected, expected left neighbour rank {}", h.rank,

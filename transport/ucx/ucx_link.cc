@@ -1,0 +1,361 @@
+// UcxWorker and UcxLink; see ucx_link.h.
+#include "transport/ucx/ucx_link.h"
+
+#include <sys/epoll.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <thread>
+
+#include "transport/error.h"
+#include "transport/wire.h"
+
+namespace rr {
+namespace {
+
+constexpr uint64_t kNumberBits = 28;
+constexpr uint64_t kNumberMask = (uint64_t{1} << kNumberBits) - 1;
+constexpr uint64_t kTypeShift = kNumberBits;
+constexpr uint64_t kTypeMask = uint64_t{7} << kTypeShift;
+constexpr uint64_t kAbortBit = uint64_t{1} << 31;
+
+const char* typeName(uint32_t t) {
+  switch (static_cast<FrameType>(t)) {
+    case FrameType::kData: return "data";
+    case FrameType::kOpHeader: return "op header";
+    case FrameType::kAbort: return "abort";
+  }
+  return "unknown";
+}
+
+void check(ucs_status_t status, const char* call) {
+  if (status != UCS_OK) fail(RR_ERR_SYSTEM, "UCX: {} failed: {}", call, ucs_status_string(status));
+}
+
+// Waits (progressing the worker) until a request from a teardown call completes, at most
+// `ms`; frees it. Teardown must not hang on a peer that is gone.
+void finishRequest(ucp_worker_h worker, void* request, int ms) noexcept {
+  if (request == nullptr || UCS_PTR_IS_ERR(request)) return;
+  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
+  while (ucp_request_check_status(request) == UCS_INPROGRESS &&
+         std::chrono::steady_clock::now() < until) {
+    if (ucp_worker_progress(worker) == 0) std::this_thread::yield();
+  }
+  ucp_request_free(request);
+}
+
+}  // namespace
+
+UcxWorker::UcxWorker() {
+  ucp_params_t params{};
+  params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_NAME;
+  params.features = UCP_FEATURE_TAG | UCP_FEATURE_WAKEUP;
+  params.name = "ringreduce";
+  ucp_config_t* config = nullptr;
+  check(ucp_config_read(nullptr, nullptr, &config), "ucp_config_read (check the UCX_* variables)");
+  const ucs_status_t st = ucp_init(&params, config, &context_);
+  ucp_config_release(config);
+  check(st, "ucp_init (check UCX_TLS and UCX_NET_DEVICES)");
+  ucp_worker_params_t wp{};
+  wp.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
+  wp.thread_mode = UCS_THREAD_MODE_SERIALIZED;  // init's thread, then the progress thread
+  if (ucs_status_t s = ucp_worker_create(context_, &wp, &worker_); s != UCS_OK) {
+    ucp_cleanup(context_);
+    check(s, "ucp_worker_create");
+  }
+}
+
+UcxWorker::~UcxWorker() {
+  if (events_ != nullptr) events_->removeGuard(this);
+  ucp_worker_destroy(worker_);
+  ucp_cleanup(context_);
+}
+
+std::string UcxWorker::address() const {
+  ucp_address_t* addr = nullptr;
+  size_t len = 0;
+  check(ucp_worker_get_address(worker_, &addr, &len), "ucp_worker_get_address");
+  std::string out(reinterpret_cast<const char*>(addr), len);
+  ucp_worker_release_address(worker_, addr);
+  return out;
+}
+
+void UcxWorker::attach(EventSet& events) {
+  if (events_ != nullptr) return;
+  int fd = -1;
+  check(ucp_worker_get_efd(worker_, &fd), "ucp_worker_get_efd");
+  events.add(fd, EPOLLIN, this);
+  events.addGuard(this);
+  events_ = &events;
+}
+
+bool UcxWorker::progress() {
+  bool any = false;
+  for (int i = 0; i < 64 && ucp_worker_progress(worker_) != 0; ++i) any = true;
+  return any;
+}
+
+bool UcxWorker::readyToSleep() {
+  if (progress()) return false;
+  const ucs_status_t st = ucp_worker_arm(worker_);
+  if (st == UCS_ERR_BUSY) return false;  // events came in meanwhile: look again first
+  check(st, "ucp_worker_arm");
+  return true;
+}
+
+void UcxLink::Sentinel::onEvent(uint32_t events) {
+  if (events & (EPOLLRDHUP | EPOLLHUP | EPOLLERR)) closed = true;
+}
+
+UcxLink::UcxLink(std::shared_ptr<UcxWorker> worker, const std::string& peerAddress,
+                 uint32_t sendKey, uint32_t recvKey, Fd sentinel, EventSet& events, int peerRank,
+                 std::string name)
+    : worker_(std::move(worker)),
+      sendKey_(sendKey),
+      recvKey_(recvKey),
+      peerRank_(peerRank),
+      name_(std::move(name)),
+      events_(events),
+      abortBuf_(new uint8_t[16 + kMaxAbortText]) {
+  sentinel_.fd = std::move(sentinel);
+  events_.add(sentinel_.fd.get(), EPOLLRDHUP | EPOLLET, &sentinel_);
+  ucp_ep_params_t ep{};
+  ep.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
+                  UCP_EP_PARAM_FIELD_ERR_HANDLER;
+  ep.address = reinterpret_cast<const ucp_address_t*>(peerAddress.data());
+  ep.err_mode = UCP_ERR_HANDLING_MODE_PEER;
+  ep.err_handler.cb = &UcxLink::onPeerError;
+  ep.err_handler.arg = this;
+  ucs_status_t st = ucp_ep_create(worker_->worker(), &ep, &ep_);
+  if (st == UCS_ERR_UNREACHABLE) {  // no lane with peer failure handling: the sentinel tells
+    peerMode_ = false;
+    ep.err_mode = UCP_ERR_HANDLING_MODE_NONE;
+    ep.field_mask &= ~static_cast<uint64_t>(UCP_EP_PARAM_FIELD_ERR_HANDLER);
+    st = ucp_ep_create(worker_->worker(), &ep, &ep_);
+  }
+  if (st != UCS_OK) {
+    events_.remove(sentinel_.fd.get());
+    fail(RR_ERR_PEER_LOST, "UCX: cannot create the endpoint to {}: {}", name_, ucs_status_string(st));
+  }
+  postAbortRecv();
+}
+
+UcxLink::~UcxLink() {
+  ucp_worker_h w = worker_->worker();
+  for (Direction* dir : {&send_, &recv_})
+    for (Op& op : dir->ops)
+      if (op.request != nullptr) ucp_request_cancel(w, op.request);
+  if (abortRequest_ != nullptr) ucp_request_cancel(w, abortRequest_);
+  closeEndpoint();
+  for (Direction* dir : {&send_, &recv_})
+    for (Op& op : dir->ops) {
+      finishRequest(w, op.request, 200);
+      op.request = nullptr;
+    }
+  finishRequest(w, abortRequest_, 200);
+  events_.remove(sentinel_.fd.get());
+}
+
+void UcxLink::onPeerError(void* arg, ucp_ep_h, ucs_status_t status) {
+  static_cast<UcxLink*>(arg)->peerStatus_ = status;
+}
+
+uint64_t UcxLink::tag(uint32_t key, bool abort, FrameType type, uint64_t number) const {
+  return (uint64_t{key} << 32) | (abort ? kAbortBit : 0) |
+         (uint64_t{static_cast<uint32_t>(type) & 7} << kTypeShift) | (number & kNumberMask);
+}
+
+void UcxLink::postSend(const void* data, size_t len, FrameType type) {
+  if (send_.posted - send_.done >= kMaxQueued)
+    fail(RR_ERR_INTERNAL, "more than {} sends queued to {}", kMaxQueued, name_);
+  Op& op = send_.ops[send_.posted % kMaxQueued];
+  op = Op{nullptr, len, type, false};
+  ucp_request_param_t param{};
+  ucs_status_ptr_t r = ucp_tag_send_nbx(ep_, data, len, tag(sendKey_, false, type, send_.posted), &param);
+  if (UCS_PTR_IS_ERR(r))
+    peerLost(fmt::format("sending {} bytes to {} failed: {}", len, name_,
+                         ucs_status_string(UCS_PTR_STATUS(r))));
+  if (r == nullptr)
+    op.complete = true;
+  else
+    op.request = r;
+  ++send_.posted;
+}
+
+void UcxLink::postRecv(void* data, size_t len, FrameType type) {
+  if (recv_.posted - recv_.done >= kMaxQueued)
+    fail(RR_ERR_INTERNAL, "more than {} receives queued from {}", kMaxQueued, name_);
+  Op& op = recv_.ops[recv_.posted % kMaxQueued];
+  op = Op{nullptr, len, type, false};
+  ucp_request_param_t param{};
+  param.op_attr_mask = UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
+  const uint64_t mask = ~kTypeMask;  // key, plane and number must match; the type is checked
+  ucs_status_ptr_t r = ucp_tag_recv_nbx(worker_->worker(), data, len,
+                                        tag(recvKey_, false, FrameType::kData, recv_.posted), mask, &param);
+  if (UCS_PTR_IS_ERR(r))
+    fail(RR_ERR_SYSTEM, "UCX: posting a receive of {} bytes from {} failed: {}", len, name_,
+         ucs_status_string(UCS_PTR_STATUS(r)));
+  op.request = r;
+  ++recv_.posted;
+}
+
+void UcxLink::postAbortRecv() {
+  ucp_request_param_t param{};
+  param.op_attr_mask = UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
+  const uint64_t mask = ~uint64_t{0} << 31;  // the key and the abort plane
+  ucs_status_ptr_t r = ucp_tag_recv_nbx(worker_->worker(), abortBuf_.get(), 16 + kMaxAbortText,
+                                        tag(recvKey_, true, FrameType::kAbort, 0), mask, &param);
+  if (UCS_PTR_IS_ERR(r))
+    fail(RR_ERR_SYSTEM, "UCX: posting the abort receive from {} failed: {}", name_,
+         ucs_status_string(UCS_PTR_STATUS(r)));
+  abortRequest_ = r;
+}
+
+// Throws the abort frame the peer sent, if one has arrived.
+void UcxLink::checkAbort() {
+  if (abortRequest_ == nullptr) return;
+  ucp_tag_recv_info_t info{};
+  const ucs_status_t st = ucp_tag_recv_request_test(abortRequest_, &info);
+  if (st == UCS_INPROGRESS) return;
+  ucp_request_free(abortRequest_);
+  abortRequest_ = nullptr;
+  if (st != UCS_OK || info.length < 16) return;  // cancelled, or no readable frame
+  const uint8_t* p = abortBuf_.get();
+  const int origin = static_cast<int32_t>(wire::get32(p));
+  uint32_t code = wire::get32(p + 4);
+  if (code == RR_SUCCESS || code > RR_ERR_INTERNAL) code = RR_ERR_PEER_LOST;
+  const uint64_t seq = wire::get64(p + 8);
+  std::string reason(reinterpret_cast<const char*>(p + 16), info.length - 16);
+  throw Error(static_cast<rr_result_t>(code),
+              fmt::format("rank {} aborted the job: {} (reported by {})", origin, reason, name_),
+              origin, seq, reason);
+}
+
+// Retires finished requests in posting order; true if any did.
+bool UcxLink::collect(Direction& dir, bool isSend) {
+  bool any = false;
+  while (dir.done < dir.posted) {
+    Op& op = dir.ops[dir.done % kMaxQueued];
+    if (!op.complete) {
+      if (isSend) {
+        const ucs_status_t st = ucp_request_check_status(op.request);
+        if (st == UCS_INPROGRESS) break;
+        ucp_request_free(op.request);
+        op.request = nullptr;
+        if (st != UCS_OK)
+          peerLost(fmt::format("sending {} bytes to {} failed: {}", op.len, name_, ucs_status_string(st)));
+      } else {
+        ucp_tag_recv_info_t info{};
+        const ucs_status_t st = ucp_tag_recv_request_test(op.request, &info);
+        if (st == UCS_INPROGRESS) break;
+        ucp_request_free(op.request);
+        op.request = nullptr;
+        if (st == UCS_ERR_MESSAGE_TRUNCATED)
+          fail(RR_ERR_SYSTEM, "protocol error: {} sent a frame longer than the {} bytes expected",
+               name_, op.len);
+        if (st != UCS_OK)
+          peerLost(fmt::format("receiving {} bytes from {} failed: {}", op.len, name_, ucs_status_string(st)));
+        const uint32_t type = static_cast<uint32_t>((info.sender_tag & kTypeMask) >> kTypeShift);
+        if (type != static_cast<uint32_t>(op.type) || info.length != op.len)
+          fail(RR_ERR_SYSTEM, "protocol error: expected a {} frame of {} bytes from {}, got a {} frame of {} bytes",
+               typeName(static_cast<uint32_t>(op.type)), op.len, name_, typeName(type), info.length);
+      }
+      op.complete = true;
+    }
+    ++dir.done;
+    any = true;
+  }
+  return any;
+}
+
+bool UcxLink::progress() {
+  bool moved = worker_->progress();
+  checkAbort();
+  if (peerStatus_ != UCS_OK)
+    peerLost(fmt::format("lost the connection to {} (UCX: {})", name_, ucs_status_string(peerStatus_)));
+  moved |= collect(send_, true);
+  moved |= collect(recv_, false);
+  if (sentinel_.closed && !moved && (send_.done < send_.posted || recv_.done < recv_.posted))
+    peerLost(fmt::format("{} closed its connection (the process ended or its communicator was "
+                         "destroyed) with {} sends and {} receives of this link unfinished",
+                         name_, send_.posted - send_.done, recv_.posted - recv_.done));
+  return moved;
+}
+
+void UcxLink::peerLost(const std::string& what) {
+  worker_->progress();
+  checkAbort();  // an abort frame the peer left explains the loss
+  throw Error(RR_ERR_PEER_LOST, what);
+}
+
+bool UcxLink::sendAbort(int originRank, rr_result_t code, uint64_t seq,
+                        const std::string& reason) noexcept {
+  try {
+    if (peerStatus_ != UCS_OK) return false;
+    const std::string text = reason.substr(0, kMaxAbortText);
+    std::string frame(16 + text.size(), '\0');
+    auto* p = reinterpret_cast<uint8_t*>(frame.data());
+    wire::put32(p, static_cast<uint32_t>(originRank));
+    wire::put32(p + 4, static_cast<uint32_t>(code));
+    wire::put64(p + 8, seq);
+    std::memcpy(p + 16, text.data(), text.size());
+    ucp_request_param_t param{};
+    ucs_status_ptr_t r = ucp_tag_send_nbx(ep_, frame.data(), frame.size(),
+                                          tag(sendKey_, true, FrameType::kAbort, 0), &param);
+    if (UCS_PTR_IS_ERR(r)) return false;
+    if (r == nullptr) return true;
+    const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(100);
+    ucs_status_t st;
+    while ((st = ucp_request_check_status(r)) == UCS_INPROGRESS &&
+           std::chrono::steady_clock::now() < until)
+      if (ucp_worker_progress(worker_->worker()) == 0) std::this_thread::yield();
+    if (st == UCS_INPROGRESS) ucp_request_cancel(worker_->worker(), r);
+    finishRequest(worker_->worker(), r, 100);
+    return st == UCS_OK;
+  } catch (...) {
+    return false;
+  }
+}
+
+void UcxLink::closeEndpoint() noexcept {
+  if (ep_ == nullptr) return;
+  ucp_request_param_t param{};
+  param.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+  param.flags = UCP_EP_CLOSE_FLAG_FORCE;
+  void* r = ucp_ep_close_nbx(ep_, &param);
+  ep_ = nullptr;
+  finishRequest(worker_->worker(), r, 500);
+}
+
+void UcxLink::shutdown() noexcept { closeEndpoint(); }
+
+std::string UcxLink::lanes() const {
+  if (ep_ == nullptr) return "closed";
+  char* buf = nullptr;
+  size_t size = 0;
+  FILE* f = open_memstream(&buf, &size);
+  if (f == nullptr) return "unknown";
+  ucp_ep_print_info(ep_, f);
+  std::fclose(f);
+  std::string text(buf, size);
+  std::free(buf);
+  // Keep the lane lines ("lane[0]: 2:tcp/lo.0 md[0] ..."), as "tcp/lo, posix/memory, ...".
+  std::string out;
+  size_t pos = 0;
+  while ((pos = text.find("lane[", pos)) != std::string::npos) {
+    const size_t colon = text.find(": ", pos);
+    const size_t end = text.find('\n', pos);
+    if (colon == std::string::npos || colon > end) break;
+    std::string lane = text.substr(colon + 2, end - colon - 2);
+    lane.erase(0, lane.find_first_not_of(' '));
+    lane = lane.substr(0, lane.find(' '));                      // "2:tcp/lo.0"
+    if (const size_t c = lane.find(':'); c != std::string::npos) lane.erase(0, c + 1);
+    if (out.find(lane) == std::string::npos) out += (out.empty() ? "" : ", ") + lane;
+    pos = end;
+  }
+  return out.empty() ? "none listed" : out;
+}
+
+}  // namespace rr

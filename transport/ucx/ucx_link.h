@@ -1,0 +1,127 @@
+// UcxLink: a Link over one UCP endpoint, with tagged messages (DESIGN.md §5).
+//
+//   tag (64 bits)   [ key 32 | abort 1 | type 3 | message number 28 ]
+//
+// Every message of a link carries the key that its receiver chose at random and sent over
+// the authenticated connection (ucx_transport.h), so a message from a process that the
+// rendezvous did not vouch for never matches a receive. A receive matches the key and the
+// message number, not the type: the type is checked on arrival, as the length is (a longer
+// frame is truncated by UCX and fails; a shorter one fails here), so a mismatch is an error
+// naming both, never a hang. One receive for an abort frame is always posted. UCX picks the
+// protocol by size (eager copies for small messages, rendezvous with zero copy for large
+// ones, over whatever lanes it chose: tcp, shared memory, cma, rc/ud/dc on InfiniBand).
+//
+// A peer that dies is reported by UCX's peer error handling (UCP_ERR_HANDLING_MODE_PEER)
+// and fails the next progress() with RR_ERR_PEER_LOST naming the rank, after any abort
+// frame it left. Where UCX has no peer failure handling for the lanes it chose (shared
+// memory in UCX 1.13: "sysv/memory - no peer failure handler"), the endpoint is made
+// without it, and the authenticated TCP connection of the address exchange (the sentinel,
+// kept open for the link's life) tells: a process that dies closes it. Either way a loss
+// is reported while the link has work outstanding (as TcpLink reports a closed
+// connection), not while the communicator is idle. Queues are fixed rings of kMaxQueued requests per direction, as TcpLink's.
+#pragma once
+
+#include <ucp/api/ucp.h>
+
+#include <array>
+#include <memory>
+#include <string>
+
+#include "transport/link.h"
+
+namespace rr {
+
+// The UCP context and worker that every link of a communicator shares (one per
+// communicator), and the worker's event fd in the engine's EventSet.
+class UcxWorker final : public EventTarget, public SleepGuard {
+ public:
+  UcxWorker();  // throws Error naming the UCP call that failed
+  ~UcxWorker();
+  UcxWorker(const UcxWorker&) = delete;
+  UcxWorker& operator=(const UcxWorker&) = delete;
+
+  ucp_context_h context() const { return context_; }
+  ucp_worker_h worker() const { return worker_; }
+  std::string address() const;  // this worker's address, for the peers
+  // Registers the event fd in `events` (once); the worker is armed before each sleep.
+  void attach(EventSet& events);
+  // Drives UCP until it has nothing more to do now; true if anything happened.
+  bool progress();
+  void onEvent(uint32_t) override {}
+  bool readyToSleep() override;
+
+ private:
+  ucp_context_h context_ = nullptr;
+  ucp_worker_h worker_ = nullptr;
+  EventSet* events_ = nullptr;
+};
+
+class UcxLink final : public Link {
+ public:
+  static constexpr size_t kMaxQueued = 64;
+  static constexpr size_t kMaxAbortText = 4096;
+
+  // sendKey: the key the peer chose for what this rank sends it; recvKey: this rank's.
+  // `sentinel` is the authenticated connection to the peer, registered in `events`.
+  UcxLink(std::shared_ptr<UcxWorker> worker, const std::string& peerAddress, uint32_t sendKey,
+          uint32_t recvKey, Fd sentinel, EventSet& events, int peerRank, std::string name);
+  ~UcxLink() override;
+
+  void postSend(const void* data, size_t len, FrameType type) override;
+  void postRecv(void* data, size_t len, FrameType type) override;
+  uint64_t sendsDone() const override { return send_.done; }
+  uint64_t recvsDone() const override { return recv_.done; }
+  uint64_t sendsPosted() const override { return send_.posted; }
+  uint64_t recvsPosted() const override { return recv_.posted; }
+  bool progress() override;
+  bool sendAbort(int originRank, rr_result_t code, uint64_t seq,
+                 const std::string& reason) noexcept override;
+  void shutdown() noexcept override;
+  int peerRank() const override { return peerRank_; }
+  // The lanes UCX chose for this endpoint (ucp_ep_print_info), one line.
+  std::string lanes() const;
+  bool peerFailureHandling() const { return peerMode_; }
+
+ private:
+  struct Op {
+    void* request = nullptr;  // UCP request, or nullptr once completed
+    size_t len = 0;
+    FrameType type = FrameType::kData;
+    bool complete = false;
+  };
+  struct Sentinel final : EventTarget {
+    void onEvent(uint32_t events) override;
+    Fd fd;
+    bool closed = false;
+  };
+  struct Direction {
+    uint64_t posted = 0;
+    uint64_t done = 0;
+    std::array<Op, kMaxQueued> ops{};
+  };
+
+  static void onPeerError(void* arg, ucp_ep_h ep, ucs_status_t status);
+  uint64_t tag(uint32_t key, bool abort, FrameType type, uint64_t number) const;
+  void postAbortRecv();
+  void checkAbort();
+  bool collect(Direction& dir, bool isSend);
+  [[noreturn]] void peerLost(const std::string& what);
+  void closeEndpoint() noexcept;
+
+  std::shared_ptr<UcxWorker> worker_;
+  ucp_ep_h ep_ = nullptr;
+  uint32_t sendKey_;
+  uint32_t recvKey_;
+  int peerRank_;
+  std::string name_;
+  Direction send_;
+  Direction recv_;
+  ucs_status_t peerStatus_ = UCS_OK;  // set by UCX's error handler
+  bool peerMode_ = true;              // UCP_ERR_HANDLING_MODE_PEER, else NONE
+  Sentinel sentinel_;
+  EventSet& events_;
+  std::unique_ptr<uint8_t[]> abortBuf_;
+  void* abortRequest_ = nullptr;
+};
+
+}  // namespace rr

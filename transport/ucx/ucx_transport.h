@@ -1,0 +1,50 @@
+// UcxTransport: ring links over UCX's UCP layer (ucx_link.h): RDMA verbs on InfiniBand and
+// RoCE, shared memory (posix, sysv, cma) between ranks of one host, TCP elsewhere, as UCX
+// chooses or as UCX_TLS / UCX_NET_DEVICES say (passed through to UCX untouched).
+//
+//   rank r-1                       rank r                        rank r+1
+//   ---- TCP, handshake (kUcx) ---> listener  ---- TCP, handshake (kUcx) ---->
+//   <-- worker address + key ----> exchange  <--- worker address + key ----->
+//   ==== UCP endpoint (tags) =====> UcxLink   ==== UCP endpoint (tags) ======>
+//
+// UCX itself authenticates nothing. Worker addresses travel only over connections that
+// passed the HMAC handshake with the neighbour the rendezvous named, and each side chooses
+// a random 32-bit key that the other must put in every message's tag, so a message from a
+// process the rendezvous did not vouch for never matches a receive. (What UCX listens on
+// at its own level, e.g. its tcp transport's port, still accepts connections; it is the
+// key that keeps their messages out.) Before connectRing returns, one message crosses each
+// link both ways, so a path UCX cannot make fails init, named, instead of the first
+// collective.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "transport/transport.h"
+
+namespace rr {
+
+class UcxWorker;
+
+class UcxTransport final : public Transport {
+ public:
+  UcxTransport(TransportJob job, spdlog::logger& log);
+  ~UcxTransport() override;
+
+  const char* name() const override { return "ucx"; }
+  Endpoint listen(const std::string& routeIp) override;
+  RingLinks connectRing(const Endpoint& right, EventSet& events, Deadline deadline) override;
+
+  // What UCX sees on this host (devices and transports), for `ringreduce info`.
+  static std::string describeResources();
+
+ private:
+  Fd acceptLeft(Deadline deadline);
+
+  TransportJob job_;
+  spdlog::logger& log_;
+  std::shared_ptr<UcxWorker> worker_;
+  Fd listener_;
+};
+
+}  // namespace rr
