@@ -104,12 +104,14 @@ Communicator::~Communicator() {
   if (thread_.joinable()) thread_.join();
   if (left_) left_->shutdown();
   if (right_) right_->shutdown();
+  // The links go before the engine: a transport that moves bytes on its own (UCX) may hold
+  // requests on the engine's staging until they are closed.
+  left_.reset();
+  right_.reset();
   engine_.reset();
   streamOrder_.reset();
   device_.reset();
   waker_.reset();
-  left_.reset();
-  right_.reset();
   timeline_.reset();
   transport_.reset();
   events_.reset();
@@ -534,6 +536,9 @@ void Communicator::poison(const Error& error, uint64_t seq) {
   const uint64_t originSeq = error.origin() >= 0 ? error.seq() : seq;
   for (Link* link : {left_.get(), right_.get()})
     if (link && !link->sendAbort(origin, error.code(), originSeq, error.reason())) link->shutdown();
+  // The failed collective's buffers go back to the caller next: no link may touch them.
+  for (Link* link : {left_.get(), right_.get()})
+    if (link) link->quiesce();
 }
 
 }  // namespace rr

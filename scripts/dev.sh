@@ -5,8 +5,10 @@
 #
 # The test parts, each built in its own folder and timed:
 #   plain   the whole suite (unit, integration, install, faults; gpu, which skips without a
-#           GPU) on the normal build
-#   asan    AddressSanitizer + UndefinedBehaviorSanitizer build (-fno-sanitize-recover=all):
+#           GPU) on the normal build, with UCX (the ucx tests: RR_TRANSPORT=ucx over UCX's tcp
+#           and shared memory)
+#   asan    AddressSanitizer + UndefinedBehaviorSanitizer build (-fno-sanitize-recover=all,
+#           -Ducx=disabled, as the tsan build):
 #           unit, integration, faults in quick mode, and the 10,000-collective soak
 #   tsan    ThreadSanitizer build: unit, integration, faults in quick mode, without the
 #           "heavy" run (collectives n=5: minutes here), the 128-rank job and the 36-run
@@ -20,7 +22,7 @@ shift || true
 
 packages=(meson ninja-build pkg-config g++ python3 libasio-dev libspdlog-dev catch2 libcli11-dev
           libssl-dev nlohmann-json3-dev openmpi-bin libopenmpi-dev iperf3 binutils iproute2
-          clang libclang-rt-14-dev)
+          clang libclang-rt-14-dev libucx-dev)
 missing=()
 for p in "${packages[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 if [ ${#missing[@]} -gt 0 ]; then
@@ -106,8 +108,9 @@ case "$what" in
           ;;
         asan)
           # CUDA off: nvcc objects are not instrumented, and without a GPU only the
-          # stand-in device (always built) can run anyway.
-          build "$prefix-asan" -Dcuda=disabled -Db_sanitize=address,undefined -Db_lundef=false \
+          # stand-in device (always built) can run anyway. UCX off: a build without it
+          # (-Ducx=disabled) is checked here; UCX under the sanitizers is not yet.
+          build "$prefix-asan" -Dcuda=disabled -Ducx=disabled -Db_sanitize=address,undefined -Db_lundef=false \
             -Dcpp_args=-fno-sanitize-recover=all -Dc_args=-fno-sanitize-recover=all || continue
           export RR_TEST_QUICK=1 RR_TEST_TIME_SCALE=3
           suite "$prefix-asan" "ASan+UBSan suite (quick) and soak" --timeout-multiplier 3 \
@@ -115,7 +118,7 @@ case "$what" in
           unset RR_TEST_QUICK RR_TEST_TIME_SCALE
           ;;
         tsan)
-          build "$prefix-tsan" -Dcuda=disabled -Db_sanitize=thread -Db_lundef=false || continue
+          build "$prefix-tsan" -Dcuda=disabled -Ducx=disabled -Db_sanitize=thread -Db_lundef=false || continue
           export RR_TEST_QUICK=1 RR_TEST_TIME_SCALE=3 TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1"
           suite "$prefix-tsan" "TSan suite (quick, without the heavy runs)" --timeout-multiplier 3 \
             --suite unit --suite integration --suite faults --no-suite heavy --no-suite repeat --no-suite scale

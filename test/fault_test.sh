@@ -61,7 +61,7 @@ for mode in "${modes[@]}"; do
       [ "$repeat" = 1 ] && echo "$mode: every survivor failed as expected; last error ${last} s after the fault (bound ${bound} s); recovered"
     else
       echo "$mode (run $run of $repeat): FAILED (last error after ${last:-?} s, bound ${bound} s)"
-      for r in "${survivors[@]}"; do sed "s/^/  out $r: /" "$dir/out.$r"; sed "s/^/  stderr $r: /" "$dir/err.$r" | tail -5; done
+      for r in "${survivors[@]}"; do sed "s/^/  out $r: /" "$dir/out.$r"; sed "s/^/  stderr $r: /" "$dir/err.$r" | tail -${RR_TEST_STDERR_LINES:-5}; done
       failed=1
     fi
   done

@@ -40,6 +40,11 @@ class Link {
                          const std::string& reason) noexcept = 0;
   // Close every socket; the peer sees the connection end.
   virtual void shutdown() noexcept = 0;
+  // After a failure, before the failed collective's buffers go back to their owner: the
+  // link stops touching the buffers of operations still posted (a transport that moves
+  // bytes on its own, as UCX does, cancels them and waits, bounded, until they end). The
+  // link carries no data afterwards; sendAbort may still be called.
+  virtual void quiesce() noexcept {}
 
   virtual int peerRank() const = 0;
 };

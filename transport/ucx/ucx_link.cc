@@ -46,15 +46,68 @@ void finishRequest(ucp_worker_h worker, void* request, int ms) noexcept {
   ucp_request_free(request);
 }
 
+std::string contextInfo(ucp_context_h context) {
+  char* buf = nullptr;
+  size_t size = 0;
+  FILE* f = open_memstream(&buf, &size);
+  if (f == nullptr) return "";
+  ucp_context_print_info(context, f);
+  std::fclose(f);
+  std::string text(buf, size);
+  std::free(buf);
+  return text;
+}
+
+// The transports of the context's resources ("#  resource 2 : md 1 dev 2 flags -- tcp/lo").
+std::string transportsOf(const std::string& info) {
+  std::string out;
+  size_t pos = 0;
+  while ((pos = info.find("flags -- ", pos)) != std::string::npos) {
+    pos += 9;
+    const std::string tl = info.substr(pos, info.find_first_of("/\n", pos) - pos);
+    if ((", " + out + ",").find(", " + tl + ",") == std::string::npos) out += (out.empty() ? "" : ", ") + tl;
+  }
+  return out;
+}
+
+bool sharedMemoryOnly(const std::string& transports) {
+  size_t start = 0;
+  while (start < transports.size()) {
+    size_t end = transports.find(", ", start);
+    if (end == std::string::npos) end = transports.size();
+    const std::string tl = transports.substr(start, end - start);
+    if (tl != "self" && tl != "sysv" && tl != "posix" && tl != "cma" && tl != "xpmem" && tl != "knem")
+      return false;
+    start = end + 2;
+  }
+  return true;
+}
+
 }  // namespace
 
 UcxWorker::UcxWorker() {
+  init(false);
+  transports_ = transportsOf(contextInfo(context_));
+  if (sharedMemoryOnly(transports_)) {
+    peerHandling_ = false;
+    ucp_worker_destroy(worker_);
+    ucp_cleanup(context_);
+    init(std::getenv("UCX_RNDV_THRESH") == nullptr);
+  }
+}
+
+void UcxWorker::init(bool eagerOnly) {
   ucp_params_t params{};
   params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_NAME;
   params.features = UCP_FEATURE_TAG | UCP_FEATURE_WAKEUP;
   params.name = "ringreduce";
   ucp_config_t* config = nullptr;
   check(ucp_config_read(nullptr, nullptr, &config), "ucp_config_read (check the UCX_* variables)");
+  if (eagerOnly) ucp_config_modify(config, "RNDV_THRESH", "inf");
+  // UCX's keepalive (1.13) failed healthy tcp endpoints here with "Endpoint timeout" in
+  // runs of 20 s; a peer that dies closes its sockets (seen at once), and one that hangs is
+  // RR_TIMEOUT_MS's, named. UCX_KEEPALIVE_INTERVAL turns it back on.
+  if (std::getenv("UCX_KEEPALIVE_INTERVAL") == nullptr) ucp_config_modify(config, "KEEPALIVE_INTERVAL", "inf");
   const ucs_status_t st = ucp_init(&params, config, &context_);
   ucp_config_release(config);
   check(st, "ucp_init (check UCX_TLS and UCX_NET_DEVICES)");
@@ -128,16 +181,19 @@ UcxLink::UcxLink(std::shared_ptr<UcxWorker> worker, const std::string& peerAddre
   ep.err_mode = UCP_ERR_HANDLING_MODE_PEER;
   ep.err_handler.cb = &UcxLink::onPeerError;
   ep.err_handler.arg = this;
-  ucs_status_t st = ucp_ep_create(worker_->worker(), &ep, &ep_);
-  if (st == UCS_ERR_UNREACHABLE) {  // no lane with peer failure handling: the sentinel tells
+  if (!worker_->peerFailureHandling()) {  // shared memory only: the sentinel tells
     peerMode_ = false;
     ep.err_mode = UCP_ERR_HANDLING_MODE_NONE;
     ep.field_mask &= ~static_cast<uint64_t>(UCP_EP_PARAM_FIELD_ERR_HANDLER);
-    st = ucp_ep_create(worker_->worker(), &ep, &ep_);
   }
+  const ucs_status_t st = ucp_ep_create(worker_->worker(), &ep, &ep_);
   if (st != UCS_OK) {
     events_.remove(sentinel_.fd.get());
-    fail(RR_ERR_PEER_LOST, "UCX: cannot create the endpoint to {}: {}", name_, ucs_status_string(st));
+    fail(st == UCS_ERR_UNREACHABLE ? RR_ERR_INVALID_ARGUMENT : RR_ERR_PEER_LOST,
+         "UCX: cannot create the endpoint to {} with peer failure handling over {}: {} (UCX_TLS "
+         "names transports without it, e.g. shared memory, next to others: use UCX_TLS=sm for "
+         "shared memory alone, or network transports alone)",
+         name_, worker_->transports(), ucs_status_string(st));
   }
   postAbortRecv();
 }
@@ -273,10 +329,12 @@ bool UcxLink::collect(Direction& dir, bool isSend) {
 bool UcxLink::progress() {
   bool moved = worker_->progress();
   checkAbort();
-  if (peerStatus_ != UCS_OK)
-    peerLost(fmt::format("lost the connection to {} (UCX: {})", name_, ucs_status_string(peerStatus_)));
+  // A peer that is gone fails the link only while it has work outstanding: one that
+  // finished the last collective and left is the next collective's to report.
   moved |= collect(send_, true);
   moved |= collect(recv_, false);
+  if (peerStatus_ != UCS_OK && (send_.done < send_.posted || recv_.done < recv_.posted))
+    peerLost(fmt::format("lost the connection to {} (UCX: {})", name_, ucs_status_string(peerStatus_)));
   if (sentinel_.closed && !moved && (send_.done < send_.posted || recv_.done < recv_.posted))
     peerLost(fmt::format("{} closed its connection (the process ended or its communicator was "
                          "destroyed) with {} sends and {} receives of this link unfinished",
@@ -330,6 +388,42 @@ void UcxLink::closeEndpoint() noexcept {
 }
 
 void UcxLink::shutdown() noexcept { closeEndpoint(); }
+
+void UcxLink::quiesce() noexcept {
+  ucp_worker_h w = worker_->worker();
+  auto pending = [&] {
+    int n = 0;
+    for (Direction* dir : {&send_, &recv_})
+      for (Op& op : dir->ops)
+        if (op.request != nullptr) {
+          if (ucp_request_check_status(op.request) == UCS_INPROGRESS) {
+            ++n;
+          } else {
+            ucp_request_free(op.request);
+            op.request = nullptr;
+          }
+        }
+    return n;
+  };
+  for (Op& op : recv_.ops)
+    if (op.request != nullptr) ucp_request_cancel(w, op.request);
+  // Sends end on their own (delivered, or failed by peer failure handling); what is left
+  // after a while ends when the endpoint is closed.
+  auto drain = [&](int ms) {
+    const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
+    while (pending() > 0 && std::chrono::steady_clock::now() < until)
+      if (ucp_worker_progress(w) == 0) std::this_thread::yield();
+  };
+  // With peer failure handling a send to a dead peer fails soon; without it (shared
+  // memory) it would wait for ever: close at once.
+  if (peerMode_) drain(200);
+  if (pending() > 0) {
+    closeEndpoint();
+    drain(500);
+  }
+  send_.done = send_.posted;  // nothing is outstanding any more
+  recv_.done = recv_.posted;
+}
 
 std::string UcxLink::lanes() const {
   if (ep_ == nullptr) return "closed";

@@ -13,11 +13,15 @@
 //
 // A peer that dies is reported by UCX's peer error handling (UCP_ERR_HANDLING_MODE_PEER)
 // and fails the next progress() with RR_ERR_PEER_LOST naming the rank, after any abort
-// frame it left. Where UCX has no peer failure handling for the lanes it chose (shared
-// memory in UCX 1.13: "sysv/memory - no peer failure handler"), the endpoint is made
-// without it, and the authenticated TCP connection of the address exchange (the sentinel,
-// kept open for the link's life) tells: a process that dies closes it. Either way a loss
-// is reported while the link has work outstanding (as TcpLink reports a closed
+// frame it left. UCX 1.13 has no peer failure handling for shared memory ("sysv/memory -
+// no peer failure handler"), and without it a transfer from a dead peer aborts the process
+// inside UCX (cma's process_vm_readv on a pid that is gone). So when every transport UCX
+// may use is shared memory (UCX_TLS=sm), the worker is made eager-only (no rendezvous, so
+// no cma; unless UCX_RNDV_THRESH says otherwise) and its endpoints without peer failure
+// handling; the authenticated TCP connection of the address exchange (the sentinel, kept
+// open for the link's life) then tells that a peer is gone: a process that dies closes
+// it. UCX's own keepalive is off unless UCX_KEEPALIVE_INTERVAL is set (it failed healthy
+// tcp endpoints here). A loss is reported while the link has work outstanding (as TcpLink reports a closed
 // connection), not while the communicator is idle. Queues are fixed rings of kMaxQueued requests per direction, as TcpLink's.
 #pragma once
 
@@ -43,6 +47,10 @@ class UcxWorker final : public EventTarget, public SleepGuard {
   ucp_context_h context() const { return context_; }
   ucp_worker_h worker() const { return worker_; }
   std::string address() const;  // this worker's address, for the peers
+  // False when UCX may use shared memory only: endpoints without peer failure handling.
+  bool peerFailureHandling() const { return peerHandling_; }
+  // The transports UCX may use ("self, sysv, posix, cma"), from its resources.
+  const std::string& transports() const { return transports_; }
   // Registers the event fd in `events` (once); the worker is armed before each sleep.
   void attach(EventSet& events);
   // Drives UCP until it has nothing more to do now; true if anything happened.
@@ -51,9 +59,13 @@ class UcxWorker final : public EventTarget, public SleepGuard {
   bool readyToSleep() override;
 
  private:
+  void init(bool eagerOnly);
+
   ucp_context_h context_ = nullptr;
   ucp_worker_h worker_ = nullptr;
   EventSet* events_ = nullptr;
+  bool peerHandling_ = true;
+  std::string transports_;
 };
 
 class UcxLink final : public Link {
@@ -77,6 +89,7 @@ class UcxLink final : public Link {
   bool sendAbort(int originRank, rr_result_t code, uint64_t seq,
                  const std::string& reason) noexcept override;
   void shutdown() noexcept override;
+  void quiesce() noexcept override;
   int peerRank() const override { return peerRank_; }
   // The lanes UCX chose for this endpoint (ucp_ep_print_info), one line.
   std::string lanes() const;

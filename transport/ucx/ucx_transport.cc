@@ -183,15 +183,10 @@ RingLinks UcxTransport::connectRing(const Endpoint& rightEnd, EventSet& events, 
 
 std::string UcxTransport::describeResources() {
   UcxWorker probe;
-  char* buf = nullptr;
-  size_t size = 0;
-  FILE* f = open_memstream(&buf, &size);
-  if (f == nullptr) return "unknown";
-  ucp_context_print_info(probe.context(), f);
-  std::fclose(f);
-  std::string text(buf, size);
-  std::free(buf);
-  return text;
+  return fmt::format("transports {}{}", probe.transports(),
+                     probe.peerFailureHandling() ? "" : " (shared memory only: eager messages, no peer "
+                                                        "failure handling; a lost peer is seen by its "
+                                                        "closed address connection)");
 }
 
 }  // namespace rr
