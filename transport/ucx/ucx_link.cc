@@ -3,6 +3,7 @@
 
 #include <sys/epoll.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -46,16 +47,22 @@ void finishRequest(ucp_worker_h worker, void* request, int ms) noexcept {
   ucp_request_free(request);
 }
 
-std::string contextInfo(ucp_context_h context) {
+// What one of UCX's print functions writes, as a string ("" if it cannot be captured).
+template <class Print>
+std::string printed(Print print) {
   char* buf = nullptr;
   size_t size = 0;
   FILE* f = open_memstream(&buf, &size);
   if (f == nullptr) return "";
-  ucp_context_print_info(context, f);
+  print(f);
   std::fclose(f);
   std::string text(buf, size);
   std::free(buf);
   return text;
+}
+
+std::string contextInfo(ucp_context_h context) {
+  return printed([&](FILE* f) { ucp_context_print_info(context, f); });
 }
 
 // The transports of the context's resources ("#  resource 2 : md 1 dev 2 flags -- tcp/lo").
@@ -150,8 +157,18 @@ bool UcxWorker::progress() {
   return any;
 }
 
+void UcxWorker::removeLink(const UcxLink* link) {
+  links_.erase(std::remove(links_.begin(), links_.end(), link), links_.end());
+}
+
 bool UcxWorker::readyToSleep() {
   if (progress()) return false;
+  if (!peerHandling_)
+    for (const UcxLink* l : links_)
+      if (l->sendsDone() < l->sendsPosted()) {
+        std::this_thread::yield();
+        return false;
+      }
   const ucs_status_t st = ucp_worker_arm(worker_);
   if (st == UCS_ERR_BUSY) return false;  // events came in meanwhile: look again first
   check(st, "ucp_worker_arm");
@@ -172,6 +189,7 @@ UcxLink::UcxLink(std::shared_ptr<UcxWorker> worker, const std::string& peerAddre
       name_(std::move(name)),
       events_(events),
       abortBuf_(new uint8_t[16 + kMaxAbortText]) {
+  worker_->addLink(this);
   sentinel_.fd = std::move(sentinel);
   events_.add(sentinel_.fd.get(), EPOLLRDHUP | EPOLLET, &sentinel_);
   ucp_ep_params_t ep{};
@@ -189,6 +207,7 @@ UcxLink::UcxLink(std::shared_ptr<UcxWorker> worker, const std::string& peerAddre
   const ucs_status_t st = ucp_ep_create(worker_->worker(), &ep, &ep_);
   if (st != UCS_OK) {
     events_.remove(sentinel_.fd.get());
+    worker_->removeLink(this);
     fail(st == UCS_ERR_UNREACHABLE ? RR_ERR_INVALID_ARGUMENT : RR_ERR_PEER_LOST,
          "UCX: cannot create the endpoint to {} with peer failure handling over {}: {} (UCX_TLS "
          "names transports without it, e.g. shared memory, next to others: use UCX_TLS=sm for "
@@ -212,6 +231,7 @@ UcxLink::~UcxLink() {
     }
   finishRequest(w, abortRequest_, 200);
   events_.remove(sentinel_.fd.get());
+  worker_->removeLink(this);
 }
 
 void UcxLink::onPeerError(void* arg, ucp_ep_h, ucs_status_t status) {
@@ -427,14 +447,7 @@ void UcxLink::quiesce() noexcept {
 
 std::string UcxLink::lanes() const {
   if (ep_ == nullptr) return "closed";
-  char* buf = nullptr;
-  size_t size = 0;
-  FILE* f = open_memstream(&buf, &size);
-  if (f == nullptr) return "unknown";
-  ucp_ep_print_info(ep_, f);
-  std::fclose(f);
-  std::string text(buf, size);
-  std::free(buf);
+  const std::string text = printed([&](FILE* f) { ucp_ep_print_info(ep_, f); });
   // Keep the lane lines ("lane[0]: 2:tcp/lo.0 md[0] ..."), as "tcp/lo, posix/memory, ...".
   std::string out;
   size_t pos = 0;

@@ -30,6 +30,7 @@
 #include <array>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "transport/link.h"
 
@@ -37,6 +38,8 @@ namespace rr {
 
 // The UCP context and worker that every link of a communicator shares (one per
 // communicator), and the worker's event fd in the engine's EventSet.
+class UcxLink;
+
 class UcxWorker final : public EventTarget, public SleepGuard {
  public:
   UcxWorker();  // throws Error naming the UCP call that failed
@@ -56,7 +59,11 @@ class UcxWorker final : public EventTarget, public SleepGuard {
   // Drives UCP until it has nothing more to do now; true if anything happened.
   bool progress();
   void onEvent(uint32_t) override {}
+  // Shared memory signals arrivals on the event fd but not room freed in a peer's queue:
+  // with sends waiting for room, the thread yields instead of sleeping.
   bool readyToSleep() override;
+  void addLink(const UcxLink* link) { links_.push_back(link); }
+  void removeLink(const UcxLink* link);
 
  private:
   void init(bool eagerOnly);
@@ -66,6 +73,7 @@ class UcxWorker final : public EventTarget, public SleepGuard {
   EventSet* events_ = nullptr;
   bool peerHandling_ = true;
   std::string transports_;
+  std::vector<const UcxLink*> links_;
 };
 
 class UcxLink final : public Link {
