@@ -33,7 +33,9 @@ RR_RANK=1 timeout --kill-after=5 90 "$check" 500 >"$dir/out.dup" 2>&1 &
 dup=$!
 # During the job: the rendezvous port again, and whatever the ranks listen on.
 sleep 0.5
-listening=$(ss -ltnpH 2>/dev/null | grep -E "pid=($(IFS='|'; echo "${pids[*]}"))," | awk '{print $4}' | sed 's/.*://' | sort -u)
+# (the ranks are the children of the `timeout` processes whose pids were kept)
+procs=$(for p in "${pids[@]}"; do echo "$p"; pgrep -P "$p"; done | paste -sd'|')
+listening=$(ss -ltnpH 2>/dev/null | grep -E "pid=($procs)," | awk '{print $4}' | sed 's/.*://' | sort -u)
 python3 "$client" 127.0.0.1 "$port" 1 >"$dir/client2" 2>&1
 for p in $listening; do python3 "$client" 127.0.0.1 "$p" 1 >>"$dir/client2" 2>&1; done
 ok=1
