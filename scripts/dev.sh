@@ -7,8 +7,8 @@
 #   plain   the whole suite (unit, integration, install, faults; gpu, which skips without a
 #           GPU) on the normal build, with UCX (the ucx tests: RR_TRANSPORT=ucx over UCX's tcp
 #           and shared memory)
-#   asan    AddressSanitizer + UndefinedBehaviorSanitizer build (-fno-sanitize-recover=all,
-#           -Ducx=disabled, as the tsan build):
+#   asan    AddressSanitizer + UndefinedBehaviorSanitizer build (-fno-sanitize-recover=all;
+#           with UCX, whose tests run here too; the tsan build is -Ducx=disabled):
 #           unit, integration, faults in quick mode, and the 10,000-collective soak
 #   tsan    ThreadSanitizer build: unit, integration, faults in quick mode, without the
 #           "heavy" run (collectives n=5: minutes here), the 128-rank job and the 36-run
@@ -108,9 +108,9 @@ case "$what" in
           ;;
         asan)
           # CUDA off: nvcc objects are not instrumented, and without a GPU only the
-          # stand-in device (always built) can run anyway. UCX off: a build without it
-          # (-Ducx=disabled) is checked here; UCX under the sanitizers is not yet.
-          build "$prefix-asan" -Dcuda=disabled -Ducx=disabled -Db_sanitize=address,undefined -Db_lundef=false \
+          # stand-in device (always built) can run anyway. With UCX: its tests run here too
+          # (UCX objects released on every error path, LeakSanitizer on).
+          build "$prefix-asan" -Dcuda=disabled -Db_sanitize=address,undefined -Db_lundef=false \
             -Dcpp_args=-fno-sanitize-recover=all -Dc_args=-fno-sanitize-recover=all || continue
           export RR_TEST_QUICK=1 RR_TEST_TIME_SCALE=3
           suite "$prefix-asan" "ASan+UBSan suite (quick) and soak" --timeout-multiplier 3 \
@@ -118,6 +118,7 @@ case "$what" in
           unset RR_TEST_QUICK RR_TEST_TIME_SCALE
           ;;
         tsan)
+          # UCX off: the build without it (-Ducx=disabled) is checked here.
           build "$prefix-tsan" -Dcuda=disabled -Ducx=disabled -Db_sanitize=thread -Db_lundef=false || continue
           export RR_TEST_QUICK=1 RR_TEST_TIME_SCALE=3 TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1"
           suite "$prefix-tsan" "TSan suite (quick, without the heavy runs)" --timeout-multiplier 3 \
