@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <spdlog/spdlog.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <asio.hpp>
@@ -110,12 +111,14 @@ class Server {
 
  private:
   void accept();
+  void takeQueued();
 
   // Stops accepting (done: every rank joined) or keeps answering (fatal) for `grace`,
   // then stops.
   void windDown(std::chrono::milliseconds grace, bool done) {
     done_ = done_ || done;
     if (done) {
+      takeQueued();
       std::error_code ignored;
       acceptor_.close(ignored);
       if (sessions_ == 0) {
@@ -309,6 +312,27 @@ void Server::accept() {
     std::make_shared<Session>(*this, std::move(socket))->start();
     accept();
   });
+}
+
+// When every rank has joined: connections the kernel already completed (a rank started
+// twice, a late one) are taken and answered ("all N ranks have already joined") instead of
+// being reset when the port closes. At most 64: a flood cannot keep rank 0 here.
+void Server::takeQueued() {
+  const auto protocol = acceptor_.local_endpoint().protocol();
+  const int listenFd = acceptor_.native_handle();
+  ::fcntl(listenFd, F_SETFL, ::fcntl(listenFd, F_GETFL) | O_NONBLOCK);  // never wait here
+  for (int i = 0; i < 64; ++i) {
+    const int fd = ::accept4(listenFd, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd < 0) return;
+    tcp::socket socket(io_);
+    std::error_code e;
+    socket.assign(protocol, fd, e);
+    if (e) {
+      ::close(fd);
+      continue;
+    }
+    std::make_shared<Session>(*this, std::move(socket))->start();
+  }
 }
 
 }  // namespace
