@@ -17,6 +17,16 @@ namespace rr {
 
 enum class FrameType : uint32_t { kData = 1, kOpHeader = 2, kAbort = 3 };
 
+// "data", "op header", "abort", or "unknown" for a value off the wire.
+inline const char* frameName(uint32_t type) {
+  switch (static_cast<FrameType>(type)) {
+    case FrameType::kData: return "data";
+    case FrameType::kOpHeader: return "op header";
+    case FrameType::kAbort: return "abort";
+  }
+  return "unknown";
+}
+
 class Link {
  public:
   virtual ~Link() = default;

@@ -107,4 +107,20 @@ AcceptStats acceptConcurrently(int listenFd, const JobIdentity& job, Deadline de
   return stats;
 }
 
+std::string transportMismatch(const Hello& peer, LinkRole mine, int myRank) {
+  auto name = [](LinkRole r) { return r == LinkRole::kUcx ? "ucx" : "tcp"; };
+  if ((peer.role != LinkRole::kData && peer.role != LinkRole::kUcx) || peer.role == mine) return "";
+  return fmt::format("rank {} uses the {} transport, rank {} uses {} (RR_TRANSPORT): every rank "
+                     "must use the same", peer.rank, name(peer.role), myRank, name(mine));
+}
+
+rr_result_t missingPeerCode(const AcceptStats& stats) {
+  return stats.rejected > 0 && stats.lastCode == RR_ERR_AUTH ? RR_ERR_AUTH : RR_ERR_TIMEOUT;
+}
+
+std::string rejectionSummary(const AcceptStats& stats) {
+  return fmt::format("({} connection{} rejected{}{})", stats.rejected, stats.rejected == 1 ? "" : "s",
+                     stats.rejected ? ", last: " : "", stats.last);
+}
+
 }  // namespace rr

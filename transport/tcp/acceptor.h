@@ -40,6 +40,15 @@ struct AcceptStats {
   rr_result_t lastCode = RR_ERR_TIMEOUT;  // and its code (RR_ERR_AUTH only for a failed proof)
 };
 
+// For a transport's admit: the reason two neighbours cannot link when the peer's hello
+// says it uses another transport (kData is tcp, kUcx is ucx), else "".
+std::string transportMismatch(const Hello& peer, LinkRole mine, int myRank);
+// After acceptConcurrently, for a peer that did not come: RR_ERR_AUTH when the last
+// rejection was a failed proof of the secret, else RR_ERR_TIMEOUT; and the message's tail,
+// "(N connections rejected, last: ADDRESS: REASON)".
+rr_result_t missingPeerCode(const AcceptStats& stats);
+std::string rejectionSummary(const AcceptStats& stats);
+
 // Returns when done() or at the deadline (the caller checks which). Never leaves a thread
 // behind: if accepting itself fails, the running handshakes are cut off and joined before
 // the error is thrown.

@@ -18,15 +18,6 @@ namespace {
 constexpr size_t kHeader = 16;
 constexpr size_t kMaxAbortText = 4096;
 
-const char* frameName(uint32_t type) {
-  switch (static_cast<FrameType>(type)) {
-    case FrameType::kData: return "data";
-    case FrameType::kOpHeader: return "op header";
-    case FrameType::kAbort: return "abort";
-  }
-  return "unknown";
-}
-
 }  // namespace
 
 void TcpLink::Socket::onEvent(uint32_t events) {

@@ -35,11 +35,8 @@ std::vector<Fd> TcpTransport::acceptLeft(Deadline deadline) {
   std::string fatal;  // the left neighbour is configured otherwise: the ring cannot form
   AcceptCallbacks cb;
   cb.admit = [&](const Hello& h) -> std::string {
-    if (h.role == LinkRole::kUcx) {
-      fatal = fmt::format("rank {} uses the ucx transport, rank {} uses tcp (RR_TRANSPORT): "
-                          "every rank must use the same", h.rank, job_.rank);
-      return fatal;
-    }
+    if (std::string why = transportMismatch(h, LinkRole::kData, job_.rank); !why.empty())
+      return fatal = why;
     if (h.role != LinkRole::kData) return "a bootstrap connection sent to a data port";
     if (h.rank != left || h.size != job_.size)
       return fmt::format("rank {} (size {}) connected, expected left neighbour rank {}", h.rank,
@@ -70,11 +67,8 @@ std::vector<Fd> TcpTransport::acceptLeft(Deadline deadline) {
   AcceptStats stats = acceptConcurrently(listener_.get(), job_.identity, deadline, cb, log_, "data port");
   if (!fatal.empty()) fail(RR_ERR_INVALID_ARGUMENT, "rank {}: {}", job_.rank, fatal);
   if (have < want)
-    fail(stats.rejected > 0 && stats.lastCode == RR_ERR_AUTH ? RR_ERR_AUTH : RR_ERR_TIMEOUT,
-         "rank {}: left neighbour rank {} connected {} of {} sockets within {} ms ({} "
-         "connection{} rejected{}{})",
-         job_.rank, left, have, want, job_.connectTimeoutMs, stats.rejected,
-         stats.rejected == 1 ? "" : "s", stats.rejected ? ", last: " : "", stats.last);
+    fail(missingPeerCode(stats), "rank {}: left neighbour rank {} connected {} of {} sockets within {} ms {}",
+         job_.rank, left, have, want, job_.connectTimeoutMs, rejectionSummary(stats));
   return socks;
 }
 

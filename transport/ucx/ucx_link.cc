@@ -22,15 +22,6 @@ constexpr uint64_t kTypeShift = kNumberBits;
 constexpr uint64_t kTypeMask = uint64_t{7} << kTypeShift;
 constexpr uint64_t kAbortBit = uint64_t{1} << 31;
 
-const char* typeName(uint32_t t) {
-  switch (static_cast<FrameType>(t)) {
-    case FrameType::kData: return "data";
-    case FrameType::kOpHeader: return "op header";
-    case FrameType::kAbort: return "abort";
-  }
-  return "unknown";
-}
-
 void check(ucs_status_t status, const char* call) {
   if (status != UCS_OK) fail(RR_ERR_SYSTEM, "UCX: {} failed: {}", call, ucs_status_string(status));
 }
@@ -336,7 +327,7 @@ bool UcxLink::collect(Direction& dir, bool isSend) {
         const uint32_t type = static_cast<uint32_t>((info.sender_tag & kTypeMask) >> kTypeShift);
         if (type != static_cast<uint32_t>(op.type) || info.length != op.len)
           fail(RR_ERR_SYSTEM, "protocol error: expected a {} frame of {} bytes from {}, got a {} frame of {} bytes",
-               typeName(static_cast<uint32_t>(op.type)), op.len, name_, typeName(type), info.length);
+               frameName(static_cast<uint32_t>(op.type)), op.len, name_, frameName(type), info.length);
       }
       op.complete = true;
     }

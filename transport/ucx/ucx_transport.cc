@@ -84,11 +84,8 @@ Fd UcxTransport::acceptLeft(Deadline deadline) {
   std::string fatal;
   AcceptCallbacks cb;
   cb.admit = [&](const Hello& h) -> std::string {
-    if (h.role == LinkRole::kData) {
-      fatal = fmt::format("rank {} uses the tcp transport, rank {} uses ucx (RR_TRANSPORT): "
-                          "every rank must use the same", h.rank, job_.rank);
-      return fatal;
-    }
+    if (std::string why = transportMismatch(h, LinkRole::kUcx, job_.rank); !why.empty())
+      return fatal = why;
     if (h.role != LinkRole::kUcx) return "a bootstrap connection sent to a data port";
     if (h.rank != left || h.size != job_.size)
       return fmt::format("rank {} (size {}) connected, expected left neighbour rank {}", h.rank,
@@ -106,11 +103,8 @@ Fd UcxTransport::acceptLeft(Deadline deadline) {
   AcceptStats stats = acceptConcurrently(listener_.get(), job_.identity, deadline, cb, log_, "ucx address port");
   if (!fatal.empty()) fail(RR_ERR_INVALID_ARGUMENT, "rank {}: {}", job_.rank, fatal);
   if (!got)
-    fail(stats.rejected > 0 && stats.lastCode == RR_ERR_AUTH ? RR_ERR_AUTH : RR_ERR_TIMEOUT,
-         "rank {}: left neighbour rank {} did not connect within {} ms ({} connection{} "
-         "rejected{}{})",
-         job_.rank, left, job_.connectTimeoutMs, stats.rejected, stats.rejected == 1 ? "" : "s",
-         stats.rejected ? ", last: " : "", stats.last);
+    fail(missingPeerCode(stats), "rank {}: left neighbour rank {} did not connect within {} ms {}",
+         job_.rank, left, job_.connectTimeoutMs, rejectionSummary(stats));
   return got;
 }
 
