@@ -1,7 +1,6 @@
 // ProgressEngine; see progress_engine.h, and pass.h for the counters and their rules.
 #include "engine/progress_engine.h"
 
-
 #include <algorithm>
 #include <cassert>
 #include <cerrno>
