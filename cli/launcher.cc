@@ -168,6 +168,7 @@ int launch(const LaunchOptions& o) {
       ::setenv("RR_ADDR", addr.c_str(), 1);
       ::setenv("RR_SECRET", secret.c_str(), 1);
       ::setenv("RR_LOCAL_RANK", std::to_string(r).c_str(), 1);
+      ::setenv("RR_LOCAL_SIZE", std::to_string(o.ranks).c_str(), 1);
       ::execvp(argv[0], argv.data());
       std::fprintf(stderr, "ringreduce run: cannot start '%s': %s\n", argv[0], std::strerror(errno));
       std::_Exit(127);

@@ -341,6 +341,7 @@ rr_result_t rr_test(rr_request_t req, int* done) {
       return;
     }
     *done = 1;
+    r->noteWoke();
     if (r->result != RR_SUCCESS) throw rr::Error(r->result, r->error);
   });
   return rc != RR_SUCCESS ? rc : result;

@@ -13,6 +13,7 @@
 
 #include "engine/bootstrap.h"
 #include "engine/op_header.h"
+#include "engine/phase_stats.h"
 #include "engine/progress_engine.h"
 #include "engine/stall_monitor.h"
 #include "engine/stream_order.h"
@@ -113,6 +114,10 @@ Communicator::~Communicator() {
   device_.reset();
   waker_.reset();
   timeline_.reset();
+  if (phases_) {
+    const std::string summary = phases_->summary(config_.rank, config_.size);
+    if (!summary.empty()) std::fputs(summary.c_str(), stderr);
+  }
   transport_.reset();
   events_.reset();
 }
@@ -123,6 +128,7 @@ void Communicator::connect() {
     log_->warn("RR_SECRET is not set: connections are authenticated with an empty key");
   barrierBuf_ = std::make_unique<uint8_t[]>(static_cast<size_t>(config_.size));
   timeline_ = Timeline::open(config_.timeline, config_.jobId, config_.rank);
+  if (config_.phases) phases_ = std::make_unique<PhaseStats>();
   if (config_.size == 1) return;
   events_ = std::make_unique<EventSet>();
 #ifdef RR_HAVE_UCX
@@ -138,7 +144,8 @@ void Communicator::connect() {
   waker_ = std::make_unique<Waker>(*events_);
   engine_ = std::make_unique<ProgressEngine>(config_.rank, config_.size, left_.get(),
                                              right_.get(), *events_, config_.segmentBytes,
-                                             config_.timeoutMs, [this] { onIdle(); }, &aborted_);
+                                             config_.timeoutMs, std::chrono::microseconds(config_.spinUs),
+                                             [this] { onIdle(); }, &aborted_);
   monitor_ = std::make_unique<StallMonitor>(config_.rank, config_.size, &bootstrap_,
                                             config_.stallWarnS, *log_);
   // At a timeout, rank 0 names who holds the job up; the wait for its answer is bounded.
@@ -248,6 +255,7 @@ std::shared_ptr<Request> Communicator::submit(Collective kind, const void* send,
   request->recv = recv;
   request->bytes = kind == Collective::kReduceScatter ? recvBytes : sendBytes;
   request->submitted = Clock::now();
+  request->spin = std::chrono::microseconds(config_.spinUs);
   request->device = device;
   if (ordered) {
     try {
@@ -337,7 +345,7 @@ void Communicator::progressLoop() {
       poison(Error(e->first, e->second), queue_.lastSubmitted());
     }
     if (monitor_) monitor_->poll(queue_.lastSubmitted(), StallState{});
-    std::shared_ptr<Request> front = queue_.front(std::chrono::milliseconds(100));
+    std::shared_ptr<Request> front = queue_.front(std::chrono::milliseconds(100), std::chrono::microseconds(config_.spinUs));
     if (!front) {
       if (queue_.closed()) return;
       // Idle: a neighbour's abort still reaches rr_comm_get_async_error and the next call.
@@ -493,6 +501,7 @@ void Communicator::runPass(const std::vector<std::shared_ptr<Request>>& ops,
     if (timeline_) timeline_->completed(*r, ops);
     finish(*r, RR_SUCCESS, "");
   }
+  if (phases_) phases_->record(ops, times);
 }
 
 void Communicator::runLocal(const Request& r, Device* device) {

@@ -37,6 +37,7 @@ class Device;
 class Error;
 class EventSet;
 class Link;
+class PhaseStats;
 class ProgressEngine;
 class StreamOrder;
 class Timeline;
@@ -105,6 +106,7 @@ class Communicator {
   std::unique_ptr<ProgressEngine> engine_;
   std::unique_ptr<StallMonitor> monitor_;
   std::unique_ptr<Timeline> timeline_;
+  std::unique_ptr<PhaseStats> phases_;  // RR_PHASES=1
   std::unique_ptr<uint8_t, void (*)(void*)> fusionBuf_{nullptr, nullptr};
   std::unique_ptr<uint8_t[]> barrierBuf_;
   OpQueue queue_;

@@ -1,9 +1,13 @@
 // Config::load: the only place that reads the environment.
 #include "engine/config.h"
 
+#include <sched.h>
+
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <optional>
+#include <thread>
 
 #include "transport/error.h"
 
@@ -52,6 +56,13 @@ bool rankFromEnv(Config& c) {
     return true;
   }
   return false;
+}
+
+// The cores this process may run on.
+int usableCores() {
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof set, &set) == 0) return std::max(1, CPU_COUNT(&set));
+  return std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
 }
 
 uint64_t fnv1a(const std::string& text) {
@@ -159,6 +170,27 @@ Config Config::load(const rr_config_t* o) {
   }
   if (const char* t = env("RR_TIMELINE")) c.timeline = t;
   if (const char* l = env("RR_LOG_LEVEL")) c.logLevel = l;
+  if (const char* s = env("RR_SPIN_US")) {
+    c.spinUs = static_cast<int>(parseInt("RR_SPIN_US", s, 0, 1000000));
+    c.spinSource = "RR_SPIN_US";
+  } else {
+    for (const char* name : {"RR_LOCAL_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE", "LOCAL_WORLD_SIZE", "MPI_LOCALNRANKS"}) {
+      const char* v = env(name);
+      if (v == nullptr) continue;
+      const int64_t local = parseInt(name, v, 1, 1 << 20);
+      const int cores = usableCores();
+      if (local > cores) {
+        c.spinUs = 0;
+        c.spinSource = fmt::format("off: {}={} ranks on this host outnumber its {} cores", name, local, cores);
+      }
+      break;
+    }
+  }
+  if (const char* p = env("RR_PHASES")) {
+    if (std::string_view(p) != "0" && std::string_view(p) != "1")
+      fail(RR_ERR_INVALID_ARGUMENT, "RR_PHASES='{}' is not 0 or 1", p);
+    c.phases = std::string_view(p) == "1";
+  }
   if (const char* f = env("RR_TEST_FAKE_DEVICE")) c.fakeDevice = std::string_view(f) == "1";
   if (const char* x = env("RR_TEST_EXIT_IN_RING_SETUP")) c.testExitInRingSetup = std::string_view(x) == "1";
   if (const char* h = env("RR_TEST_HOLD_STREAM")) {
@@ -176,10 +208,11 @@ std::string Config::describe() const {
       "rank {} of {} ({}), RR_ADDR={}, RR_SECRET {}, RR_TIMEOUT_MS={}, RR_CONNECT_TIMEOUT_MS={}, "
       "RR_SOCKET_IFNAME={}, RR_TRANSPORT={}, "
       "RR_SOCKETS_PER_LINK={}, RR_SEGMENT_BYTES={}, RR_FUSION_BYTES={}, RR_STALL_WARN_S={}, "
-      "RR_TIMELINE={}, RR_LOG_LEVEL={}{}{}",
+      "RR_TIMELINE={}, RR_LOG_LEVEL={}, RR_SPIN_US={} ({}){}{}{}",
       rank, size, rankSource, addr.empty() ? "(none)" : addr, secret.empty() ? "unset" : "set",
       timeoutMs, connectTimeoutMs, ifname.empty() ? "(route to rank 0)" : ifname, transport, socketsPerLink, segmentBytes,
-      fusionBytes, stallWarnS, timeline.empty() ? "(off)" : timeline, logLevel,
+      fusionBytes, stallWarnS, timeline.empty() ? "(off)" : timeline, logLevel, spinUs, spinSource,
+      phases ? ", RR_PHASES=1" : "",
       fakeDevice ? ", RR_TEST_FAKE_DEVICE=1 (every buffer is memory of a fake GPU)" : "",
       testHoldByHostFunction ? ", RR_TEST_HOLD_STREAM=host-function" : "");
 }

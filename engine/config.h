@@ -22,6 +22,13 @@
 //                           has waited this long (default 60)
 //   RR_TIMELINE             write Chrome trace events to this path, one file per rank
 //   RR_LOG_LEVEL            trace, debug, info, warn (default), error, off
+//   RR_SPIN_US              how long a waiting thread (the caller in rr_wait, the progress
+//                           thread between and inside collectives) looks before it sleeps;
+//                           default 50, or 0 when this host's ranks (RR_LOCAL_SIZE,
+//                           OMPI_COMM_WORLD_LOCAL_SIZE, LOCAL_WORLD_SIZE, MPI_LOCALNRANKS)
+//                           outnumber its cores
+//   RR_PHASES=1             at destroy, print where each collective's time went (median per
+//                           phase and bucket size; phase_stats.h) to stderr
 //   RR_TEST_FAKE_DEVICE=1   tests only: every buffer counts as memory of a stand-in GPU in
 //                           host memory (kernels/fake_gpu.h), to test the device path here;
 //                           a stream is then a stand-in stream
@@ -57,6 +64,9 @@ struct Config {
   double stallWarnS = 60;
   std::string timeline;
   std::string logLevel = "warn";
+  bool phases = false;
+  int spinUs = 50;
+  std::string spinSource = "default";  // why spinUs has its value, for the log
   bool fakeDevice = false;
   bool testHoldByHostFunction = false;  // RR_TEST_HOLD_STREAM=host-function (stand-in only)
   bool testExitInRingSetup = false;     // RR_TEST_EXIT_IN_RING_SETUP=1

@@ -1,6 +1,8 @@
 // OpQueue; see op_queue.h.
 #include "engine/op_queue.h"
 
+#include "engine/spin.h"
+
 namespace rr {
 namespace {
 
@@ -23,6 +25,7 @@ bool OpQueue::push(const std::shared_ptr<Request>& request) {
     if (closed_) return false;
     request->desc.seq = ++lastSeq_;
     queue_.push_back(request);
+    pending_.store(true, std::memory_order_release);
   }
   cv_.notify_one();
   return true;
@@ -33,10 +36,12 @@ uint64_t OpQueue::lastSubmitted() const {
   return lastSeq_;
 }
 
-std::shared_ptr<Request> OpQueue::front(std::chrono::milliseconds wait) {
+std::shared_ptr<Request> OpQueue::front(std::chrono::milliseconds wait, std::chrono::microseconds spin) {
+  spinUntil([&] { return pending_.load(std::memory_order_acquire); }, spin);
   std::unique_lock<std::mutex> lock(mutex_);
   cv_.wait_for(lock, wait, [&] { return !queue_.empty() || closed_ || woken_; });
   woken_ = false;
+  pending_.store(!queue_.empty() || closed_, std::memory_order_release);
   return queue_.empty() ? nullptr : queue_.front();
 }
 
@@ -79,6 +84,7 @@ std::vector<std::shared_ptr<Request>> OpQueue::pop(size_t count) {
     out.push_back(std::move(queue_.front()));
     queue_.pop_front();
   }
+  pending_.store(!queue_.empty(), std::memory_order_release);
   return out;
 }
 
@@ -86,6 +92,7 @@ void OpQueue::wake() {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     woken_ = true;
+    pending_.store(true, std::memory_order_release);  // ends a spinning front() too
   }
   cv_.notify_all();
 }
@@ -94,6 +101,7 @@ void OpQueue::close() {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     closed_ = true;
+    pending_.store(true, std::memory_order_release);
   }
   cv_.notify_all();
 }

@@ -3,6 +3,7 @@
 // fused group. The lock also assigns sequence numbers, so queue order is sequence order.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstddef>
@@ -21,8 +22,9 @@ class OpQueue {
   // Assigns the next sequence number and queues the request; false once closed.
   bool push(const std::shared_ptr<Request>& request);
   uint64_t lastSubmitted() const;
-  // The front request, waiting up to `wait` for one; nullptr if none came.
-  std::shared_ptr<Request> front(std::chrono::milliseconds wait);
+  // The front request, waiting up to `wait` for one (spinning for `spin` of it before it
+  // sleeps); nullptr if none came.
+  std::shared_ptr<Request> front(std::chrono::milliseconds wait, std::chrono::microseconds spin);
   // How many requests from the front may share one pass: all-reduces with the front's
   // dtype and op, queued now, at most fusionBytes in all and maxOps of them, and none that
   // reads what an earlier one of them writes (fusion must never change a result).
@@ -46,6 +48,8 @@ class OpQueue {
   uint64_t lastSeq_ = 0;
   bool closed_ = false;
   bool woken_ = false;
+  // Something to look at (a request, a wake, the close): what a spinning front() polls.
+  std::atomic<bool> pending_{false};
 };
 
 }  // namespace rr

@@ -11,13 +11,14 @@
 
 #include "engine/device_pass.h"
 #include "engine/host_pass.h"
+#include "engine/spin.h"
 #include "kernels/dtype.h"
 
 namespace rr {
 
 ProgressEngine::ProgressEngine(int rank, int size, Link* left, Link* right, EventSet& events,
-                               size_t segmentBytes, int timeoutMs, std::function<void()> onIdle,
-                               const std::atomic<bool>* aborted)
+                               size_t segmentBytes, int timeoutMs, std::chrono::microseconds spin,
+                               std::function<void()> onIdle, const std::atomic<bool>* aborted)
     : rank_(rank),
       size_(size),
       left_(left),
@@ -25,6 +26,7 @@ ProgressEngine::ProgressEngine(int rank, int size, Link* left, Link* right, Even
       events_(events),
       segmentBytes_(segmentBytes),
       timeoutMs_(timeoutMs),
+      spin_(spin),
       onIdle_(std::move(onIdle)),
       aborted_(aborted),
       lastIdle_(Clock::now()),
@@ -71,7 +73,7 @@ GroupHeader ProgressEngine::receiveHeader(const OpDesc& next) {
     stalledOn(next.seq, WaitingOn::kLeft, start);
     if (Clock::now() >= until)
       timeout(describeOp(next) + ": waiting for the left neighbour to start it", true, 0, 1);
-    wait(until);
+    wait(until, start);
   }
   stalledOn(0, WaitingOn::kNothing, {});
   return GroupHeader::decode(leftHeader_, (rank_ - 1 + size_) % size_);
@@ -93,7 +95,7 @@ void ProgressEngine::sendHeader(const GroupHeader& header) {
     stalledOn(header.firstSeq, WaitingOn::kRight, start);
     if (Clock::now() >= until)
       timeout(describeOp(header.opAt(0)) + ": sending the fusion proposal", false, 0, 1);
-    wait(until);
+    wait(until, start);
   }
   stalledOn(0, WaitingOn::kNothing, {});
 }
@@ -166,7 +168,7 @@ PassTimes ProgressEngine::run(const RingSchedule& s, const GroupHeader& h, const
       timeout(what, left, left ? c.recvDone : c.sendDone, n);
     }
     // Device work has no fd to wake the wait: poll instead of sleeping while it runs.
-    wait(until, devicePending);
+    wait(until, lastMoved, devicePending);
   }
   stalledOn(0, WaitingOn::kNothing, {});
   times.end = Clock::now();
@@ -188,16 +190,20 @@ bool ProgressEngine::progressLinks(uint64_t seq) {
   return moved;
 }
 
-void ProgressEngine::wait(Clock::time_point until, bool devicePending) {
+void ProgressEngine::wait(Clock::time_point until, Clock::time_point since, bool devicePending) {
   checkAborted();
   if (onIdle_ && Clock::now() - lastIdle_ >= std::chrono::milliseconds(100)) {
     lastIdle_ = Clock::now();
     onIdle_();
   }
-  // Device work completes without an fd to wait on: poll the links and come back.
-  const int ms = devicePending ? 0 : std::min(msUntil(until) + 1, 100);
+  // Within the spin window after the last progress, only look (a sleeping thread's wake-up
+  // costs tens of microseconds, on a virtual machine most of a small collective's time);
+  // device work completes without an fd to wait on: poll the links and come back.
+  const bool spin = spin_.count() > 0 && Clock::now() - since < spin_;
+  const bool look = devicePending || spin;
+  const int ms = look ? 0 : std::min(msUntil(until) + 1, 100);
   const int n = events_.dispatch(ms);
-  if (devicePending && n == 0) std::this_thread::yield();
+  if (look && n == 0) std::this_thread::yield();
   checkAborted();
 }
 
@@ -232,7 +238,7 @@ void ProgressEngine::timeout(const std::string& what, bool waitingForLeft, size_
       break;  // the neighbour is gone: this rank's own view is all there is
     }
     if (pendingAbort_) throw *pendingAbort_;
-    if (Clock::now() < grace) wait(grace);
+    if (Clock::now() < grace) wait(grace, Clock::time_point{});
   } while (Clock::now() < grace);
   if (!cause.empty()) cause += "; ";
   if (waitingForLeft)

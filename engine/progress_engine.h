@@ -43,9 +43,11 @@ class ProgressEngine {
   static constexpr int kDepth = PassShape::kDepth;
 
   // onIdle runs every 100 ms while the engine waits; once `aborted` is set, every wait
-  // throws RR_ERR_ABORTED (the setter also wakes the event set).
+  // throws RR_ERR_ABORTED (the setter also wakes the event set). For `spin` after its last
+  // progress a waiting pass only looks at its links instead of sleeping (RR_SPIN_US).
   ProgressEngine(int rank, int size, Link* left, Link* right, EventSet& events, size_t segmentBytes,
-                 int timeoutMs, std::function<void()> onIdle, const std::atomic<bool>* aborted);
+                 int timeoutMs, std::chrono::microseconds spin, std::function<void()> onIdle,
+                 const std::atomic<bool>* aborted);
   ~ProgressEngine();
 
   size_t segmentBytes() const { return segmentBytes_; }
@@ -76,7 +78,9 @@ class ProgressEngine {
 
  private:
   bool progressLinks(uint64_t seq);
-  void wait(Clock::time_point deadline, bool devicePending = false);
+  // Waits for an event until `deadline`; only looks while within the spin window after
+  // `since` (the last progress) or while device work is pending.
+  void wait(Clock::time_point deadline, Clock::time_point since, bool devicePending = false);
   [[noreturn]] void timeout(const std::string& what, bool waitingForLeft, size_t done,
                             size_t total);
   // Marks the engine stalled in op `seq` on `on` since `since` (kNothing: it moved).
@@ -91,6 +95,7 @@ class ProgressEngine {
   EventSet& events_;
   size_t segmentBytes_;
   int timeoutMs_;
+  std::chrono::microseconds spin_;
   std::function<void()> onIdle_;
   const std::atomic<bool>* aborted_;
   Clock::time_point lastIdle_;

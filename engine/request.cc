@@ -3,6 +3,7 @@
 
 #include <utility>
 
+#include "engine/spin.h"
 #include "engine/stream_order.h"
 
 namespace rr {
@@ -17,14 +18,25 @@ void Request::complete(rr_result_t code, std::string message) {
     std::lock_guard<std::mutex> lock(mutex_);
     result = code;
     error = std::move(message);
+    completedAt = Clock::now();
     done.store(true, std::memory_order_release);
   }
   cv_.notify_all();
 }
 
+void Request::noteWoke() {
+  Clock::time_point none{};
+  wokeAt.compare_exchange_strong(none, Clock::now(), std::memory_order_relaxed);
+}
+
 rr_result_t Request::wait() {
+  if (spinUntil([&] { return done.load(std::memory_order_acquire); }, spin)) {
+    noteWoke();
+    return result;
+  }
   std::unique_lock<std::mutex> lock(mutex_);
   cv_.wait(lock, [&] { return done.load(std::memory_order_acquire); });
+  noteWoke();
   return result;
 }
 

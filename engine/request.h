@@ -4,6 +4,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <mutex>
@@ -44,7 +45,11 @@ struct Request {
   // no stream can share a pass.
   bool fusible() const { return device < 0 && order == nullptr; }
 
+  std::chrono::microseconds spin{0};  // rr_wait looks this long before it sleeps (RR_SPIN_US)
+
   std::atomic<bool> done{false};
+  Clock::time_point completedAt{};                 // set by complete() before `done`
+  std::atomic<Clock::time_point> wokeAt{Clock::time_point{}};  // a caller first saw `done`
   rr_result_t result = RR_SUCCESS;
   std::string error;
 
@@ -52,6 +57,8 @@ struct Request {
   // communicator, and with it the StreamOrder, may be destroyed once `done` is seen).
   void complete(rr_result_t code, std::string message);
   rr_result_t wait();
+  // The first time a caller sees the result (rr_wait, rr_test): for RR_PHASES.
+  void noteWoke();
 
  private:
   std::mutex mutex_;
