@@ -18,28 +18,13 @@ rr=$(cd "$build" && pwd)/cli/ringreduce
 max=0
 for n in "${counts[@]}"; do [ "$n" -gt "$max" ] && max=$n; done
 tag=rrb$$
+source "$(dirname "$0")/../scripts/netns_hosts.sh"
 cleanup() {
   kill -9 $(jobs -p) 2>/dev/null
-  for ((r = 0; r < max; ++r)); do ip netns del "$tag-$r" 2>/dev/null; done
-  ip netns del "$tag-hub" 2>/dev/null
+  hosts_down "$tag" "$max"
 }
 trap cleanup EXIT
-ip netns add "$tag-hub" || { echo "network namespaces unavailable (need root)"; exit 77; }
-ip -n "$tag-hub" link add br0 type bridge
-ip -n "$tag-hub" link set br0 up
-for ((r = 0; r < max; ++r)); do
-  ns=$tag-$r
-  ip netns add "$ns"
-  ip link add "w$$-$r" type veth peer name eth0 netns "$ns"
-  ip link set "w$$-$r" netns "$tag-hub"
-  ip -n "$tag-hub" link set "w$$-$r" master br0 up
-  ip -n "$ns" addr add "10.232.0.$((r + 1))/24" dev eth0
-  ip -n "$ns" link set eth0 up
-  ip -n "$ns" link set lo up
-  # One NIC of RATE per host: both directions of its veth are shaped.
-  ip netns exec "$ns" tc qdisc add dev eth0 root tbf rate "$rate" burst 256kb latency 50ms
-  ip netns exec "$tag-hub" tc qdisc add dev "w$$-$r" root tbf rate "$rate" burst 256kb latency 50ms
-done
+hosts_up "$tag" "$max" 10.232.0 "$rate" || { echo "network namespaces unavailable (need root)"; exit 77; }
 echo "# emulated hosts: $max namespaces, tc tbf $rate per link, $(nproc) cores"
 if command -v iperf3 >/dev/null; then
   ip netns exec "$tag-1" iperf3 -s -1 -D >/dev/null 2>&1

@@ -12,6 +12,7 @@
 #include <utility>
 
 #include "engine/bootstrap.h"
+#include "engine/fusion.h"
 #include "engine/op_header.h"
 #include "engine/phase_stats.h"
 #include "engine/progress_engine.h"
@@ -55,19 +56,6 @@ size_t checkedBytes(size_t count, size_t factor, size_t elemSize, const char* wh
 
 std::string where(int device) {
   return device < 0 ? std::string("host memory") : fmt::format("memory of GPU {}", device);
-}
-
-GroupHeader headerFor(const std::vector<std::shared_ptr<Request>>& ops, size_t count) {
-  GroupHeader h;
-  const OpDesc& first = ops.front()->desc;
-  h.firstSeq = first.seq;
-  h.numOps = static_cast<uint32_t>(count);
-  h.kind = first.kind;
-  h.dtype = first.dtype;
-  h.op = first.op;
-  h.root = first.root;
-  for (size_t i = 0; i < count; ++i) h.counts[i] = ops[i]->desc.count;
-  return h;
 }
 
 }  // namespace
@@ -153,12 +141,7 @@ void Communicator::connect() {
   engine_->setExplain([this, askFor](const StallState&) {
     return monitor_->explain(queue_.lastSubmitted(), stallState(), askFor);
   });
-  if (config_.fusionBytes > 0) {
-    void* p = nullptr;
-    if (posix_memalign(&p, 4096, config_.fusionBytes) != 0)
-      fail(RR_ERR_SYSTEM, "cannot allocate the {}-byte fusion buffer", config_.fusionBytes);
-    fusionBuf_ = std::unique_ptr<uint8_t, void (*)(void*)>(static_cast<uint8_t*>(p), std::free);
-  }
+  fusion_ = std::make_unique<FusionBuffer>(config_.fusionBytes);
 }
 
 std::optional<std::pair<rr_result_t, std::string>> Communicator::stickyError() {
@@ -334,220 +317,6 @@ void Communicator::abort(const std::string& reason) {
 rr_result_t Communicator::asyncError() {
   auto e = stickyError();
   return e ? e->first : RR_SUCCESS;
-}
-
-void Communicator::progressLoop() {
-  bool abortSent = false;
-  for (;;) {
-    if (aborted_ && !abortSent) {  // tell the neighbours, once
-      abortSent = true;
-      const auto e = stickyError();
-      poison(Error(e->first, e->second), queue_.lastSubmitted());
-    }
-    if (monitor_) monitor_->poll(queue_.lastSubmitted(), StallState{});
-    std::shared_ptr<Request> front = queue_.front(std::chrono::milliseconds(100), std::chrono::microseconds(config_.spinUs));
-    if (!front) {
-      if (queue_.closed()) return;
-      // Idle: a neighbour's abort still reaches rr_comm_get_async_error and the next call.
-      if (engine_ && !stickyError()) {
-        try {
-          engine_->pollIdle();
-        } catch (const Error& e) {
-          poison(e, queue_.lastSubmitted());
-        }
-      }
-      continue;
-    }
-    if (auto e = stickyError()) {
-      for (auto& r : queue_.pop(1)) finish(*r, e->first, e->second);
-      continue;
-    }
-    try {
-      runNext(front);
-    } catch (const Error& e) {
-      poison(e, front->desc.seq);
-      if (e.code() == RR_ERR_ABORTED) abortSent = true;
-      const auto first = stickyError();  // the first error wins, an abort included
-      for (auto& r : inFlight_) finish(*r, first->first, first->second);
-    } catch (const DeviceError& e) {
-      poison(Error(RR_ERR_CUDA, fmt::format("rank {}: {}", config_.rank, e.what())), front->desc.seq);
-      const auto first = stickyError();
-      for (auto& r : inFlight_) finish(*r, first->first, first->second);
-    } catch (const std::exception& e) {
-      const Error internal(RR_ERR_INTERNAL, std::string("internal error: ") + e.what());
-      poison(internal, front->desc.seq);
-      for (auto& r : inFlight_) finish(*r, internal.code(), internal.what());
-    }
-    inFlight_.clear();
-  }
-}
-
-void Communicator::runNext(const std::shared_ptr<Request>& front) {
-  const Clock::time_point waitStart = Clock::now();
-  current_ = front->desc;
-  currentBytes_ = front->bytes;
-  if (config_.size == 1) {
-    auto ops = inFlight_ = queue_.pop(1);
-    runLocal(*ops[0], prepare(*ops[0]));
-    if (timeline_) timeline_->completed(*ops[0], ops);
-    finish(*ops[0], RR_SUCCESS, "");
-    return;
-  }
-  if (config_.rank == 0) {
-    size_t count = config_.fusionBytes > 0
-                       ? queue_.fusible(config_.fusionBytes, GroupHeader::kMaxOps)
-                       : 1;
-    if (count > 1) count = agreeOnFusion(front, count);
-    inFlight_ = queue_.pop(count);
-    runPass(inFlight_, headerFor(inFlight_, inFlight_.size()), waitStart);
-    return;
-  }
-  GroupHeader h = engine_->receiveHeader(front->desc);
-  if (h.proposal) {  // cut it to what is queued here, pass it on, wait for the decision
-    const size_t have = queue_.matching(h);
-    if (have > 0) {
-      h.numOps = static_cast<uint32_t>(have);
-      engine_->sendHeader(h);
-      h = engine_->receiveHeader(front->desc);
-    }
-  }
-  const size_t have = queue_.matching(h);
-  if (h.proposal || have < h.numOps) {
-    const int left = (config_.rank - 1 + config_.size) % config_.size;
-    inFlight_ = queue_.pop(have + 1);  // the first that differs is the one to name
-    fail(RR_ERR_MISMATCH, "ranks disagree on a collective: rank {} called {}, rank {} called {}",
-         left, describeOp(h.opAt(have)), config_.rank,
-         describeOp(have < inFlight_.size() ? inFlight_[have]->desc : front->desc));
-  }
-  inFlight_ = queue_.pop(h.numOps);
-  runPass(inFlight_, h, waitStart);
-}
-
-size_t Communicator::agreeOnFusion(const std::shared_ptr<Request>& front, size_t proposed) {
-  GroupHeader proposal;
-  proposal.proposal = true;
-  proposal.firstSeq = front->desc.seq;
-  proposal.kind = front->desc.kind;
-  proposal.dtype = front->desc.dtype;
-  proposal.op = front->desc.op;
-  proposal.root = front->desc.root;
-  proposal.numOps = static_cast<uint32_t>(queue_.describe(proposal.counts.data(), proposed));
-  engine_->sendHeader(proposal);
-  GroupHeader back = engine_->receiveHeader(front->desc);
-  if (!back.proposal || back.firstSeq != proposal.firstSeq || back.numOps < 1 ||
-      back.numOps > proposal.numOps)
-    fail(RR_ERR_SYSTEM, "protocol error: the fusion proposal for op #{} came back as {} ops",
-         proposal.firstSeq, back.numOps);
-  return back.numOps;
-}
-
-void Communicator::runPass(const std::vector<std::shared_ptr<Request>>& ops,
-                           const GroupHeader& h, Clock::time_point waitStart) {
-  Request& first = *ops.front();
-  const size_t es = dtypeSize(h.dtype);
-  const size_t n = static_cast<size_t>(config_.size);
-  const bool fused = ops.size() > 1;
-  Device* device = fused ? nullptr : prepare(first);  // fused buckets are plain host memory
-  const void* send = first.send;
-  void* recv = first.recv;
-  size_t count = first.desc.count;
-  if (fused) {  // pack the buckets into the fusion buffer and all-reduce it in place
-    size_t offset = 0;
-    for (const auto& r : ops) {
-      std::memcpy(fusionBuf_.get() + offset, r->send, r->bytes);
-      offset += r->bytes;
-    }
-    send = recv = fusionBuf_.get();
-    count = offset / es;
-  } else if (h.kind == Collective::kAllGather && count > 0 &&
-             static_cast<const uint8_t*>(send) !=
-                 static_cast<uint8_t*>(recv) + static_cast<size_t>(config_.rank) * first.bytes) {
-    uint8_t* mine = static_cast<uint8_t*>(recv) + static_cast<size_t>(config_.rank) * first.bytes;
-    if (device != nullptr)
-      waitDevice(*device, device->copy(mine, send, first.bytes), first);
-    else
-      std::memcpy(mine, send, first.bytes);
-  }
-
-  ScheduleParams params;
-  params.kind = h.kind == Collective::kBarrier ? Collective::kAllReduce : h.kind;
-  params.rank = config_.rank;
-  params.size = config_.size;
-  params.count = count;
-  params.depth = ProgressEngine::kDepth;
-  params.root = h.root;
-  // Segments: a quarter of the largest block, rounded up to 4 KiB, at most RR_SEGMENT_BYTES;
-  // a broadcast chain is n-1 hops deep, so it cuts the whole bucket in eight.
-  const bool blocks = h.kind == Collective::kAllGather || h.kind == Collective::kReduceScatter;
-  const size_t blockBytes = blocks ? count * es : (count * es + n - 1) / n;
-  const size_t wanted = h.kind == Collective::kBroadcast
-                            ? count * es / 8
-                            : (blockBytes + ProgressEngine::kDepth - 1) / ProgressEngine::kDepth;
-  const size_t segBytes = std::clamp<size_t>((wanted + 4095) / 4096 * 4096, 4096,
-                                             engine_->segmentBytes());
-  params.segElems = std::max<size_t>(1, segBytes / es);
-
-  PassTimes times = engine_->run(RingSchedule(params), h, send, recv, device);
-  times.start = waitStart;
-  if (fused) {
-    size_t offset = 0;
-    for (const auto& r : ops) {
-      std::memcpy(r->recv, fusionBuf_.get() + offset, r->bytes);
-      offset += r->bytes;
-    }
-  }
-  if (timeline_) timeline_->pass(ops, times);
-  for (const auto& r : ops) {
-    if (timeline_) timeline_->completed(*r, ops);
-    finish(*r, RR_SUCCESS, "");
-  }
-  if (phases_) phases_->record(ops, times);
-}
-
-void Communicator::runLocal(const Request& r, Device* device) {
-  // One rank: every reduction is a copy (AVG divides by one).
-  if (r.desc.count == 0 || r.send == r.recv || r.desc.kind == Collective::kBroadcast) return;
-  if (device != nullptr)
-    waitDevice(*device, device->copy(r.recv, r.send, r.bytes), r);
-  else
-    std::memmove(r.recv, r.send, r.bytes);
-}
-
-StallState Communicator::stallState() const {
-  StallState s = engine_->stall();
-  s.kind = current_.kind;
-  s.bytes = currentBytes_;
-  return s;
-}
-
-void Communicator::finish(Request& r, rr_result_t code, std::string message) {
-  // Counted before the caller can see it: a destroy right after rr_wait cancels nothing.
-  uint64_t seen = finished_.load();
-  while (seen < r.desc.seq && !finished_.compare_exchange_weak(seen, r.desc.seq)) {
-  }
-  r.complete(code, std::move(message));
-}
-
-void Communicator::onIdle() {
-  if (monitor_) monitor_->poll(queue_.lastSubmitted(), stallState());
-}
-
-void Communicator::poison(const Error& error, uint64_t seq) {
-  {
-    std::lock_guard<std::mutex> lock(errorMutex_);
-    if (!error_) error_ = std::make_pair(error.code(), std::string(error.what()));
-  }
-  log_->error("{}", error.what());
-  // Forward the first failure to both neighbours (a received abort keeps its origin). The
-  // sockets stay open so that the frame is read before the connection ends; a link whose
-  // frame could not go out is closed so the neighbour sees the loss now, not at its timeout.
-  const int origin = error.origin() >= 0 ? error.origin() : config_.rank;
-  const uint64_t originSeq = error.origin() >= 0 ? error.seq() : seq;
-  for (Link* link : {left_.get(), right_.get()})
-    if (link && !link->sendAbort(origin, error.code(), originSeq, error.reason())) link->shutdown();
-  // The failed collective's buffers go back to the caller next: no link may touch them.
-  for (Link* link : {left_.get(), right_.get()})
-    if (link) link->quiesce();
 }
 
 }  // namespace rr

@@ -5,6 +5,9 @@
 //   caller threads --submit--> OpQueue --progress thread--> [fuse] -> ProgressEngine -> links
 //                  <--Request completes-----------------------------------------------'
 //
+// communicator.cc: creation, submission and abort (any thread); progress_thread.cc: the
+// progress thread; fusion.h: what a pass carries and how the ranks agree on it.
+//
 // Errors: invalid arguments are reported at submission without touching the network and
 // leave the communicator usable. Any failure after communication began poisons it: the
 // first error is kept, sent to both neighbours as an abort frame, given to every queued
@@ -21,6 +24,7 @@
 #include <vector>
 
 #include "engine/config.h"
+#include "engine/op_header.h"
 #include "engine/op_queue.h"
 #include "engine/request.h"
 #include "engine/stall_monitor.h"
@@ -36,6 +40,7 @@ namespace rr {
 class Device;
 class Error;
 class EventSet;
+class FusionBuffer;
 class Link;
 class PhaseStats;
 class ProgressEngine;
@@ -43,7 +48,6 @@ class StreamOrder;
 class Timeline;
 class Transport;
 class Waker;
-struct GroupHeader;
 
 class Communicator {
  public:
@@ -74,9 +78,9 @@ class Communicator {
   void connect();
   void progressLoop();
   void runNext(const std::shared_ptr<Request>& front);
-  size_t agreeOnFusion(const std::shared_ptr<Request>& front, size_t proposed);
+  // `leftHeader`: the left neighbour's header when already received (ProgressEngine::run).
   void runPass(const std::vector<std::shared_ptr<Request>>& ops, const GroupHeader& header,
-               Clock::time_point waitStart);
+               const GroupHeader* leftHeader, Clock::time_point waitStart);
   void runLocal(const Request& r, Device* device);
   // Before a request's pass: makes its GPU current and orders the pass after the caller's
   // stream (StreamOrder::start). Returns the device for a device bucket, else nullptr.
@@ -107,7 +111,7 @@ class Communicator {
   std::unique_ptr<StallMonitor> monitor_;
   std::unique_ptr<Timeline> timeline_;
   std::unique_ptr<PhaseStats> phases_;  // RR_PHASES=1
-  std::unique_ptr<uint8_t, void (*)(void*)> fusionBuf_{nullptr, nullptr};
+  std::unique_ptr<FusionBuffer> fusion_;
   std::unique_ptr<uint8_t[]> barrierBuf_;
   OpQueue queue_;
   std::thread thread_;

@@ -21,6 +21,13 @@ void GroupHeader::encode(uint8_t* p) const {
   for (uint32_t i = 0; i < numOps; ++i) wire::put64(p + 32 + 8 * i, counts[i]);
 }
 
+uint32_t GroupHeader::opsIn(const uint8_t* p, int fromRank) {
+  const uint32_t ops = wire::get32(p + 8);
+  if (ops == 0 || ops > kMaxOps)
+    fail(RR_ERR_SYSTEM, "protocol error: rank {} sent an op header with {} ops", fromRank, ops);
+  return ops;
+}
+
 GroupHeader GroupHeader::decode(const uint8_t* p, int fromRank) {
   GroupHeader h;
   h.firstSeq = wire::get64(p);

@@ -1,17 +1,20 @@
 // The header that precedes every ring pass (DESIGN.md §6): the collectives the pass carries.
 //
-//   first seq u64 | ops u32 | kind u32 | dtype u32 | op u32 | root i32 | proposal u32 |
-//   count u64 x ops
+//   frame 1 (40 bytes):  first seq u64 | ops u32 | kind u32 | dtype u32 | op u32 | root i32 |
+//                        proposal u32 | count u64
+//   frame 2 (ops > 1):   count u64 x (ops - 1)
 //
-// Rank 0 decides what each pass carries and sends the header to its right; every other rank
-// receives it, checks it against its own submissions, and forwards it; it returns to rank 0.
-// A rank whose submission differs fails with RR_ERR_MISMATCH naming both ranks and values.
+// Every rank sends its own header right as a pass starts, its first data right behind it,
+// and checks its left neighbour's before it takes any of that neighbour's data; a rank
+// whose submission differs fails with RR_ERR_MISMATCH naming both ranks and both calls.
+// So a pass of one collective waits for no header to go around the ring.
 //
-// Fusion needs one more circle first, because a rank may not have submitted yet what rank 0
-// has queued (and may be waiting for its earlier all-reduce before it submits the next):
-// rank 0 sends a proposal of the all-reduces it could fuse; each rank cuts it down to those
-// it has queued itself and forwards it; what comes back to rank 0 is queued everywhere, and
-// that is what the pass header then carries.
+// Fusion needs agreement first, because a rank may not have submitted yet what rank 0 has
+// queued (and may be waiting for its earlier all-reduce before it submits the next): rank 0
+// sends a proposal of the all-reduces it could fuse; each rank cuts it down to those it has
+// queued itself and forwards it; what comes back to rank 0 is queued everywhere, and that is
+// what the pass then carries. A rank with one collective queued does not wait for that: it
+// starts it alone, and a proposal that reaches it ends there (fusion.h).
 #pragma once
 
 #include <array>
@@ -26,6 +29,7 @@ namespace rr {
 struct GroupHeader {
   static constexpr size_t kMaxOps = 256;
   static constexpr size_t kBytes = 32 + 8 * kMaxOps;
+  static constexpr size_t kFixedBytes = 40;  // frame 1: the fields and the first count
 
   uint64_t firstSeq = 0;
   uint32_t numOps = 0;
@@ -39,6 +43,10 @@ struct GroupHeader {
   void encode(uint8_t* out) const;
   // Throws RR_ERR_SYSTEM (protocol error) for values no rank could have sent.
   static GroupHeader decode(const uint8_t* in, int fromRank);
+  // The op count in frame 1, checked (RR_ERR_SYSTEM) before frame 2 is received.
+  static uint32_t opsIn(const uint8_t* in, int fromRank);
+  // The length of frame 2 (0 for one op).
+  size_t restBytes() const { return 8 * (numOps - 1); }
   // The i-th collective the header describes.
   OpDesc opAt(size_t i) const;
 };

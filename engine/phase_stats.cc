@@ -49,8 +49,8 @@ std::string PhaseStats::summary(int rank, int size) const {
   if (by.empty()) return "";
   std::string out = fmt::format(
       "ringreduce phases, rank {} of {} (RR_PHASES=1; median us per collective): bytes | "
-      "submission hand-off | {} | data hops | publish | completion hand-off | total\n",
-      rank, size, rank == 0 ? "header around the ring" : "left's header");
+      "submission hand-off | left's header | data hops | publish | completion hand-off | total\n",
+      rank, size);
   for (const auto& [bytes, v] : by) {
     out += fmt::format("  {:>10} | {:8.1f} | {:8.1f} | {:8.1f} | {:6.1f} | {:8.1f} | {:8.1f}  ({} collectives)\n",
                        bytes, median(v[0]), median(v[1]), median(v[2]), median(v[3]), median(v[4]),

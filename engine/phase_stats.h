@@ -6,8 +6,8 @@
 //
 //   submit   the caller queued it (Request::submitted)
 //   start    the progress thread took it from the queue (pass start)
-//   peers    rank 0: its op header came back around the ring; others: the left
-//            neighbour's header arrived (their data cannot leave before it)
+//   peers    the left neighbour's op header arrived (with its first data; its data is
+//            taken only after it; for a fused pass, after the proposal went around)
 //   end      the last byte was received and reduced, the last send taken by the kernel
 //   done     the progress thread published the result (Request::complete)
 //   woke     the caller's rr_wait / rr_test saw it (Request::wait)

@@ -62,13 +62,36 @@ Clock::time_point ProgressEngine::deadline() const {
   return Clock::now() + std::chrono::milliseconds(timeoutMs_);
 }
 
+uint64_t ProgressEngine::postHeader(const GroupHeader& h) {
+  h.encode(sentHeader_);
+  right_->postSend(sentHeader_, GroupHeader::kFixedBytes, FrameType::kOpHeader);
+  if (h.numOps > 1) right_->postSend(sentHeader_ + GroupHeader::kFixedBytes, h.restBytes(), FrameType::kOpHeader);
+  return right_->sendsPosted();
+}
+
+void ProgressEngine::postLeftHeader() {
+  leftHeaderMsg_ = left_->recvsPosted();
+  leftHeaderRest_ = false;
+  left_->postRecv(leftHeader_, GroupHeader::kFixedBytes, FrameType::kOpHeader);
+}
+
+bool ProgressEngine::leftHeaderArrived() {
+  if (left_->recvsDone() <= leftHeaderMsg_) return false;
+  if (leftHeaderRest_) return true;
+  const uint32_t ops = GroupHeader::opsIn(leftHeader_, leftRank());
+  if (ops == 1) return true;
+  leftHeaderRest_ = true;  // the counts of a fused pass follow in a frame of their own
+  leftHeaderMsg_ = left_->recvsPosted();
+  left_->postRecv(leftHeader_ + GroupHeader::kFixedBytes, 8 * (ops - 1), FrameType::kOpHeader);
+  return false;
+}
+
 GroupHeader ProgressEngine::receiveHeader(const OpDesc& next) {
   if (pendingAbort_) throw *pendingAbort_;
-  const uint64_t index = left_->recvsPosted();
-  left_->postRecv(leftHeader_, sizeof leftHeader_, FrameType::kOpHeader);
+  postLeftHeader();
   const Clock::time_point start = Clock::now();
   Clock::time_point until = deadline();
-  while (left_->recvsDone() <= index) {
+  while (!leftHeaderArrived()) {
     if (progressLinks(next.seq)) continue;
     stalledOn(next.seq, WaitingOn::kLeft, start);
     if (Clock::now() >= until)
@@ -76,7 +99,7 @@ GroupHeader ProgressEngine::receiveHeader(const OpDesc& next) {
     wait(until, start);
   }
   stalledOn(0, WaitingOn::kNothing, {});
-  return GroupHeader::decode(leftHeader_, (rank_ - 1 + size_) % size_);
+  return GroupHeader::decode(leftHeader_, leftRank());
 }
 
 void ProgressEngine::pollIdle() {
@@ -85,12 +108,10 @@ void ProgressEngine::pollIdle() {
 }
 
 void ProgressEngine::sendHeader(const GroupHeader& header) {
-  header.encode(sentHeader_);
-  const uint64_t index = right_->sendsPosted();
-  right_->postSend(sentHeader_, sizeof sentHeader_, FrameType::kOpHeader);
+  const uint64_t sent = postHeader(header);
   const Clock::time_point start = Clock::now();
   Clock::time_point until = deadline();
-  while (right_->sendsDone() <= index) {
+  while (right_->sendsDone() < sent) {
     if (progressLinks(header.firstSeq)) continue;
     stalledOn(header.firstSeq, WaitingOn::kRight, start);
     if (Clock::now() >= until)
@@ -100,8 +121,8 @@ void ProgressEngine::sendHeader(const GroupHeader& header) {
   stalledOn(0, WaitingOn::kNothing, {});
 }
 
-PassTimes ProgressEngine::run(const RingSchedule& s, const GroupHeader& h, const void* send,
-                              void* recv, Device* device) {
+PassTimes ProgressEngine::run(const RingSchedule& s, const GroupHeader& h, const GroupHeader* leftHeader,
+                              const void* send, void* recv, Device* device) {
   if (pendingAbort_) throw *pendingAbort_;
   if (device != nullptr && device != device_)
     fail(RR_ERR_INTERNAL, "rank {}: a device pass before the device was attached", rank_);
@@ -114,32 +135,42 @@ PassTimes ProgressEngine::run(const RingSchedule& s, const GroupHeader& h, const
                                  : &hostPass.emplace(args, reduce_, scale_);
   PassTimes times;
   times.start = times.peers = times.reduced = Clock::now();
-  const uint64_t headerSendMsg = right_->sendsPosted();
-  h.encode(sentHeader_);
-  right_->postSend(sentHeader_, sizeof sentHeader_, FrameType::kOpHeader);
-  bool headerOk = rank_ != 0;  // others checked it before forwarding
-  uint64_t headerRecvMsg = 0;
-  if (!headerOk) {
-    headerRecvMsg = left_->recvsPosted();
-    left_->postRecv(leftHeader_, sizeof leftHeader_, FrameType::kOpHeader);
-  }
+  // This rank's header goes first on the right link, the data right behind it: nothing
+  // waits for a header to go around the ring. The left neighbour's header is checked
+  // before any of its data is received (a frame of another collective must never land in
+  // this one's buffers).
+  const uint64_t headerSent = postHeader(h);
+  bool headerOk = leftHeader != nullptr;
+  if (headerOk)
+    checkLeftHeader(*leftHeader, h);
+  else
+    postLeftHeader();
 
   const size_t n = s.numUnits();
   const size_t reduceEnd = s.reduceEnd();
   PassCounters c;
   Clock::time_point lastMoved = Clock::now();
   Clock::time_point until = deadline();
-  while (c.recvDone < n || c.sendDone < n || !headerOk || right_->sendsDone() <= headerSendMsg) {
+  while (c.recvDone < n || c.sendDone < n || !headerOk || right_->sendsDone() < headerSent) {
     checkAborted();
     bool moved = pass->postSends(c);
     if (headerOk) moved |= pass->postRecvs(c);
     moved |= progressLinks(h.firstSeq);
-    if (!headerOk && left_->recvsDone() > headerRecvMsg) {
-      if (std::memcmp(sentHeader_, leftHeader_, sizeof sentHeader_) != 0)
-        fail(RR_ERR_INTERNAL, "{}: the op header came back to rank 0 changed",
-             describeOp(h.opAt(0)));
-      headerOk = moved = true;
-      times.peers = Clock::now();
+    if (!headerOk && leftHeaderArrived()) {
+      const GroupHeader left = GroupHeader::decode(leftHeader_, leftRank());
+      moved = true;
+      if (left.proposal) {
+        // Rank 0 proposed fusion while this rank had one collective queued and started it
+        // alone: the pass carries that one (the proposal, cut here, could not have come
+        // back larger), so the proposal ends here and the decision follows it.
+        if (rank_ == 0 || h.numOps != 1 || left.firstSeq != h.firstSeq || !sameOp(left.opAt(0), h.opAt(0)))
+          checkLeftHeader(left, h);
+        postLeftHeader();
+      } else {
+        checkLeftHeader(left, h);
+        headerOk = true;
+        times.peers = Clock::now();
+      }
     }
     const size_t before = c.recvDone;
     moved |= pass->completeRecvs(c);
@@ -174,6 +205,21 @@ PassTimes ProgressEngine::run(const RingSchedule& s, const GroupHeader& h, const
   times.end = Clock::now();
   if (reduceEnd == 0) times.reduced = times.peers;
   return times;
+}
+
+void ProgressEngine::checkLeftHeader(const GroupHeader& left, const GroupHeader& mine) const {
+  const size_t ops = std::max(left.numOps, mine.numOps);
+  for (size_t i = 0; i < ops; ++i) {
+    if (i < left.numOps && i < mine.numOps && !left.proposal && sameOp(left.opAt(i), mine.opAt(i))) continue;
+    if (left.proposal)
+      fail(RR_ERR_MISMATCH, "ranks disagree on a collective: rank {} proposed fusing from {}, rank {} called {}",
+           leftRank(), describeOp(left.opAt(0)), rank_, describeOp(mine.opAt(0)));
+    if (i >= left.numOps || i >= mine.numOps)
+      fail(RR_ERR_MISMATCH, "ranks disagree on a collective: rank {} runs {} collectives in one pass from {}, rank {} runs {}",
+           leftRank(), left.numOps, describeOp(left.opAt(0)), rank_, mine.numOps);
+    fail(RR_ERR_MISMATCH, "ranks disagree on a collective: rank {} called {}, rank {} called {}", leftRank(),
+         describeOp(left.opAt(i)), rank_, describeOp(mine.opAt(i)));
+  }
 }
 
 bool ProgressEngine::progressLinks(uint64_t seq) {

@@ -4,9 +4,10 @@
 // engine owns their staging (host slots, and the device's pinned slots once a device is
 // attached) and the loop that drives them.
 //
-// Every pass starts with a GroupHeader (op_header.h): rank 0 sends it right and checks that
-// it comes back unchanged; every other rank receives it (receiveHeader), has it checked by
-// the caller, and run() forwards it. A neighbour's abort frame fails the running pass,
+// Every pass starts with a GroupHeader (op_header.h): each rank sends its own right, with
+// the pass's data behind it, and checks its left neighbour's (run()); only a fusion
+// proposal goes around the ring first (sendHeader, receiveHeader). A neighbour's abort
+// frame fails the running pass,
 // unless it comes from a later collective (the neighbour finished this one and failed in
 // the next): then this rank finishes its part and the abort fails its next call.
 //
@@ -69,15 +70,28 @@ class ProgressEngine {
   void pollIdle();
   // Sends a header right and waits until the kernel has it (used for fusion proposals).
   void sendHeader(const GroupHeader& header);
-  // Runs one pass. Rank 0 sends `header` and checks it comes back; others forward it.
-  // With `device`, send and recv are that device's memory (see above); the device must
-  // stay the same for the engine's lifetime. Throws Error on mismatch, timeout, or peer
-  // failure, DeviceError when a CUDA call fails.
-  PassTimes run(const RingSchedule& schedule, const GroupHeader& header, const void* send,
-                void* recv, Device* device = nullptr);
+  // Runs one pass: sends `header` (what this rank runs) right, its data right behind it,
+  // and checks the left neighbour's header against it before taking any of its data
+  // (RR_ERR_MISMATCH naming both ranks and both calls). `leftHeader`: the left's header when
+  // the caller already received and checked it (a fusion decision), else nullptr. A fusion
+  // proposal that comes instead is absorbed when this rank runs one collective alone (it
+  // cannot have fused more). With `device`, send and recv are that device's memory (see
+  // above); the device must stay the same for the engine's lifetime. Throws Error on
+  // mismatch, timeout, or peer failure, DeviceError when a CUDA call fails.
+  PassTimes run(const RingSchedule& schedule, const GroupHeader& header, const GroupHeader* leftHeader,
+                const void* send, void* recv, Device* device = nullptr);
 
  private:
   bool progressLinks(uint64_t seq);
+  // A header's frames on the right link; returns the link's send count once they are out.
+  uint64_t postHeader(const GroupHeader& h);
+  // Posts the receive of the left neighbour's next header; leftHeaderArrived() turns true
+  // once all of it is in leftHeader_ (a fused pass's counts come in a second frame).
+  void postLeftHeader();
+  bool leftHeaderArrived();
+  int leftRank() const { return (rank_ - 1 + size_) % size_; }
+  // Throws RR_ERR_MISMATCH naming both ranks and the first collective they disagree on.
+  void checkLeftHeader(const GroupHeader& left, const GroupHeader& mine) const;
   // Waits for an event until `deadline`; only looks while within the spin window after
   // `since` (the last progress) or while device work is pending.
   void wait(Clock::time_point deadline, Clock::time_point since, bool devicePending = false);
@@ -109,6 +123,8 @@ class ProgressEngine {
   std::function<std::string(const StallState&)> explain_;
   uint8_t sentHeader_[GroupHeader::kBytes] = {};
   uint8_t leftHeader_[GroupHeader::kBytes] = {};
+  uint64_t leftHeaderMsg_ = 0;   // the left link's receive count before the pending header frame
+  bool leftHeaderRest_ = false;  // the pending frame is the counts of a fused pass
 };
 
 }  // namespace rr

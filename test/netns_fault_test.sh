@@ -14,25 +14,14 @@ fi
 ip netns del rrf-probe
 tag=rrf$$
 dir=$(mktemp -d)
+source "$(dirname "$0")/../scripts/netns_hosts.sh"
 cleanup() {
   kill -9 $(jobs -p) 2>/dev/null
-  for r in 0 1 2 3 hub; do ip netns del "$tag-$r" 2>/dev/null; done
+  hosts_down "$tag" 4
   rm -rf "$dir"
 }
 trap cleanup EXIT
-ip netns add "$tag-hub"
-ip -n "$tag-hub" link add br0 type bridge
-ip -n "$tag-hub" link set br0 up
-for r in 0 1 2 3; do
-  ns=$tag-$r
-  ip netns add "$ns"
-  ip link add "v$$-$r" type veth peer name eth0 netns "$ns"
-  ip link set "v$$-$r" netns "$tag-hub"
-  ip -n "$tag-hub" link set "v$$-$r" master br0 up
-  ip -n "$ns" addr add "10.231.0.$((r + 1))/24" dev eth0
-  ip -n "$ns" link set eth0 up
-  ip -n "$ns" link set lo up
-done
+hosts_up "$tag" 4 10.231.0 || { echo "network namespaces unavailable"; exit 77; }
 pids=()
 for r in 0 1 2 3; do
   ip netns exec "$tag-$r" env RR_RANK=$r RR_SIZE=4 RR_ADDR=10.231.0.1:29500 \
@@ -43,7 +32,7 @@ for r in 0 1 2 3; do
 done
 for _ in $(seq 1 600); do [ -s "$dir/fault" ] && break; sleep 0.01; done
 [ -s "$dir/fault" ] || { echo "rank 2 never started"; cat "$dir"/err.*; exit 1; }
-ip -n "$tag-hub" link set "v$$-2" down
+ip -n "$tag-hub" link set "$(hosts_link "$tag" 2)" down
 date +%s.%N >"$dir/fault"
 ok=1
 for r in 0 1 3; do wait "${pids[$r]}" || ok=0; done

@@ -1,0 +1,142 @@
+#!/usr/bin/env bash
+# ringreduce next to its peers, one run: `ringreduce bench` and the same sweep (all-reduce,
+# fp32 sum, in place, 1 KiB to MAX by x4) with Open MPI's MPI_Allreduce (bench/mpi_allreduce.c,
+# over btl tcp and, on loopback, btl vader: shared memory) and Gloo's all-reduce
+# (bench/gloo_allreduce.cc: ring and halving-doubling; Debian's libgloo-dev), time per
+# all-reduce and busbw per size, one table per case:
+#   loopback n = 2, 4            every rank on this host over 127.0.0.1
+#   emulated hosts n = 2, 4      each rank in a network namespace of its own, its link shaped
+#                                by `tc tbf` to RATE (as bench/netns_ring.sh), iperf3 first
+# Every tool's results are checked (WRONG marks a size whose result was wrong).
+# Usage: bash bench/peers.sh BUILD_DIR [MAX_BYTES] [RATE] [BEFORE_BUILD_DIR]
+#   BEFORE_BUILD_DIR adds a column for ringreduce from another build (a before/after table).
+# Needs root (namespaces), mpicc/mpirun (openmpi-bin, libopenmpi-dev), libgloo-dev, iperf3.
+set -uo pipefail
+build=$(cd "${1:?usage: peers.sh BUILD_DIR [MAX_BYTES] [RATE] [BEFORE_BUILD_DIR]}" && pwd)
+max=${2:-268435456}
+rate=${3:-1gbit}
+before=${4:+$(cd "$4" && pwd)}
+iters=${PEERS_ITERS:-20}
+here=$(cd "$(dirname "$0")" && pwd)
+rr=$build/cli/ringreduce
+out=$(mktemp -d)
+tag=rrp$$
+source "$here/../scripts/netns_hosts.sh"
+cleanup() {
+  hosts_down "$tag" 4
+  rm -rf "$out"
+}
+trap cleanup EXIT
+mpicc -O2 -o "$out/mpi_allreduce" "$here/mpi_allreduce.c" || exit 1
+g++ -O2 -std=c++17 -o "$out/gloo_allreduce" "$here/gloo_allreduce.cc" -lgloo -lpthread || exit 1
+echo "# $(date -u +%Y-%m-%dT%H:%MZ) $(nproc) cores, $iters timed iterations per size; ringreduce $(git -C "$here" rev-parse --short HEAD 2>/dev/null)"
+
+# NAME.CASE files hold "bytes time_us busbw [WRONG]" lines.
+ours() {  # ours NAME CASE N RINGREDUCE [ns]
+  local name=$1 case=$2 n=$3 bin=$4 ns=${5:-}
+  if [ -z "$ns" ]; then
+    "$bin" bench -N "$n" -b 1K -e "$max" -f 4 -n "$iters" -w 3 2>"$out/$name.$case.err" |
+      awk '/^ +[0-9]/ {print $1, $6, $8, ($9 == 0 ? "" : "WRONG")}' >"$out/$name.$case"
+    return
+  fi
+  local port=$((29700 + RANDOM % 200)) pids=()
+  for ((r = 0; r < n; ++r)); do
+    ip netns exec "$tag-$r" env RR_RANK=$r RR_SIZE=$n RR_LOCAL_SIZE=$n RR_ADDR=10.232.0.1:$port RR_SECRET=peers \
+      timeout 900 "$bin" bench -b 1K -e "$max" -f 4 -n "$iters" -w 3 >"$out/$name.$case.$r" 2>&1 &
+    pids+=($!)
+  done
+  for p in "${pids[@]}"; do wait "$p"; done
+  awk '/^ +[0-9]/ {print $1, $6, $8, ($9 == 0 ? "" : "WRONG")}' "$out/$name.$case.0" >"$out/$name.$case"
+  cp "$out/$name.$case.0" "$out/$name.$case.err"
+}
+mpi() {  # mpi NAME CASE N BTL [ns]: in namespaces, each rank execs into its own
+  local name=$1 case=$2 n=$3 btl=$4 ns=${5:-} cmd=("$out/mpi_allreduce") iface=lo
+  if [ -n "$ns" ]; then
+    cmd=(sh -c "exec ip netns exec $tag-\$OMPI_COMM_WORLD_RANK $out/mpi_allreduce \"\$@\"" mpi)
+    iface=eth0
+  fi
+  timeout 900 mpirun --allow-run-as-root --oversubscribe -n "$n" --mca btl "$btl" --mca btl_tcp_if_include "$iface" \
+    --mca pml ob1 "${cmd[@]}" 1024 "$max" "$iters" 3 >"$out/$name.$case" 2>"$out/$name.$case.err"
+}
+gloo() {  # gloo NAME CASE N ALGO [ns]
+  local name=$1 case=$2 n=$3 algo=$4 ns=${5:-} store
+  store=$(mktemp -d -p "$out")
+  if [ -z "$ns" ]; then
+    timeout 900 "$rr" run -n "$n" -- "$out/gloo_allreduce" "$algo" "$store" 1024 "$max" "$iters" 3 \
+      >"$out/$name.$case.raw" 2>"$out/$name.$case.err"
+    sed -n 's/^\[0\] //p' "$out/$name.$case.raw" >"$out/$name.$case"
+    return
+  fi
+  local pids=()
+  for ((r = 0; r < n; ++r)); do
+    ip netns exec "$tag-$r" env RR_RANK=$r RR_SIZE=$n GLOO_HOST=10.232.0.$((r + 1)) \
+      timeout 900 "$out/gloo_allreduce" "$algo" "$store" 1024 "$max" "$iters" 3 >"$out/$name.$case.$r" 2>>"$out/$name.$case.err" &
+    pids+=($!)
+  done
+  for p in "${pids[@]}"; do wait "$p"; done
+  cp "$out/$name.$case.0" "$out/$name.$case"
+}
+
+names=(${before:+ringreduce-before} ringreduce ompi-tcp ompi-vader gloo-ring gloo-hd)
+run_case() {  # run_case CASE N [ns]
+  local case=$1 n=$2 ns=${3:-}
+  [ -n "$before" ] && ours ringreduce-before "$case" "$n" "$before/cli/ringreduce" $ns
+  ours ringreduce "$case" "$n" "$rr" $ns
+  mpi ompi-tcp "$case" "$n" self,tcp $ns
+  [ -z "$ns" ] && mpi ompi-vader "$case" "$n" self,vader
+  gloo gloo-ring "$case" "$n" ring $ns
+  gloo gloo-hd "$case" "$n" halving_doubling $ns
+}
+run_case loopback-n2 2
+run_case loopback-n4 4
+
+# Emulated hosts: four namespaces on a bridge, each link shaped to RATE both ways.
+if hosts_up "$tag" 4 10.232.0 "$rate"; then
+  if command -v iperf3 >/dev/null; then
+    ip netns exec "$tag-1" iperf3 -s -1 -D >/dev/null 2>&1
+    sleep 0.5
+    ip netns exec "$tag-0" iperf3 -c 10.232.0.2 -t 3 -f g 2>/dev/null |
+      awk '/receiver/ {print "# emulated hosts: tc tbf '"$rate"' per link; iperf3 one stream: " $7 " Gbit/s"}'
+  fi
+  run_case hosts-n2 2 ns
+  run_case hosts-n4 4 ns
+else
+  echo "# emulated hosts skipped: network namespaces unavailable (needs root)"
+fi
+
+python3 - "$out" "${names[@]}" <<'PY'
+import os, sys
+out, names = sys.argv[1], sys.argv[2:]
+def load(path):
+    rows = {}
+    if os.path.exists(path):
+        for line in open(path):
+            f = line.split()
+            if len(f) >= 3 and f[0].isdigit():
+                rows[int(f[0])] = (float(f[1]), float(f[2]), "WRONG" in line)
+    return rows
+for case in ("loopback-n2", "loopback-n4", "hosts-n2", "hosts-n4"):
+    data = {m: load(f"{out}/{m}.{case}") for m in names}
+    if not any(data.values()):
+        continue
+    cols = [m for m in names if data[m] or not (case.startswith("hosts") and m == "ompi-vader")]
+    sizes = sorted({s for d in data.values() for s in d})
+    print(f"\n### {case}: time per all-reduce (us) / busbw (GB/s)\n")
+    print("| size | " + " | ".join(cols) + " |")
+    print("|---:|" + "---:|" * len(cols))
+    for s in sizes:
+        cells = []
+        for m in cols:
+            if s in data[m]:
+                t, b, w = data[m][s]
+                cells.append(f"{t:.1f} / {b:.3f}{' WRONG' if w else ''}")
+            else:
+                cells.append("-")
+        label = f"{s >> 20} MiB" if s >= 1 << 20 else f"{s >> 10} KiB"
+        print(f"| {label} | " + " | ".join(cells) + " |")
+    for m in cols:
+        if not data[m]:
+            err = f"{out}/{m}.{case}.err"
+            tail = open(err).read()[-300:].strip() if os.path.exists(err) else ""
+            print(f"\n{m} {case}: no result; {tail}")
+PY

@@ -1,0 +1,84 @@
+// Fusion; see fusion.h.
+#include "engine/fusion.h"
+
+#include <cstdlib>
+#include <cstring>
+
+#include "transport/error.h"
+
+namespace rr {
+
+GroupHeader passHeader(const std::vector<std::shared_ptr<Request>>& ops, size_t count) {
+  GroupHeader h;
+  const OpDesc& first = ops.front()->desc;
+  h.firstSeq = first.seq;
+  h.numOps = static_cast<uint32_t>(count);
+  h.kind = first.kind;
+  h.dtype = first.dtype;
+  h.op = first.op;
+  h.root = first.root;
+  for (size_t i = 0; i < count; ++i) h.counts[i] = ops[i]->desc.count;
+  return h;
+}
+
+size_t proposeFusion(ProgressEngine& engine, const OpQueue& queue, const Request& front, size_t proposed,
+                     std::optional<GroupHeader>& left) {
+  GroupHeader proposal;
+  proposal.proposal = true;
+  proposal.firstSeq = front.desc.seq;
+  proposal.kind = front.desc.kind;
+  proposal.dtype = front.desc.dtype;
+  proposal.op = front.desc.op;
+  proposal.root = front.desc.root;
+  proposal.numOps = static_cast<uint32_t>(queue.describe(proposal.counts.data(), proposed));
+  engine.sendHeader(proposal);
+  GroupHeader back = engine.receiveHeader(front.desc);
+  if (!back.proposal) {  // a rank ran the front alone; this is the left's header of that pass
+    left = back;
+    return 1;
+  }
+  if (back.firstSeq != proposal.firstSeq || back.numOps < 1 || back.numOps > proposal.numOps)
+    fail(RR_ERR_SYSTEM, "protocol error: the fusion proposal for op #{} came back as {} ops",
+         proposal.firstSeq, back.numOps);
+  return back.numOps;
+}
+
+GroupHeader receiveDecision(ProgressEngine& engine, const OpQueue& queue, const OpDesc& front) {
+  GroupHeader h = engine.receiveHeader(front);
+  if (h.proposal) {  // cut it to what is queued here, pass it on, wait for the decision
+    const size_t have = queue.matching(h);
+    if (have > 0) {
+      h.numOps = static_cast<uint32_t>(have);
+      engine.sendHeader(h);
+      h = engine.receiveHeader(front);
+    }
+  }
+  return h;
+}
+
+FusionBuffer::FusionBuffer(size_t bytes) {
+  if (bytes == 0) return;
+  void* p = nullptr;
+  if (posix_memalign(&p, 4096, bytes) != 0)
+    fail(RR_ERR_SYSTEM, "cannot allocate the {}-byte fusion buffer", bytes);
+  buf_ = std::unique_ptr<uint8_t, void (*)(void*)>(static_cast<uint8_t*>(p), std::free);
+}
+
+uint8_t* FusionBuffer::pack(const std::vector<std::shared_ptr<Request>>& ops) {
+  size_t offset = 0;
+  for (const auto& r : ops) {
+    std::memcpy(buf_.get() + offset, r->send, r->bytes);
+    offset += r->bytes;
+  }
+  return buf_.get();
+}
+
+void FusionBuffer::unpack(const std::vector<std::shared_ptr<Request>>& ops) const {
+  size_t offset = 0;
+  for (const auto& r : ops) {
+    std::memcpy(r->recv, buf_.get() + offset, r->bytes);
+    offset += r->bytes;
+  }
+}
+
+}  // namespace rr

@@ -1,0 +1,59 @@
+// Fusion: small all-reduces queued together (same dtype and op, RR_FUSION_BYTES in all)
+// share one ring pass, packed into one buffer and unpacked after it; each still completes
+// as its own request. Who fuses what must be agreed, because a rank may not have
+// submitted yet what another has queued (and may wait for an earlier result before it
+// does); op_header.h has the protocol:
+//
+//   rank 0 with several fusible queued    proposes them (proposeFusion); the proposal goes
+//                                         around the ring, cut by every rank to what it
+//                                         has queued, and comes back as the decision
+//   a rank with one queued                starts it alone at once (its header travels with
+//                                         its data); a proposal that reaches it ends there,
+//                                         and rank 0 then sees that rank's pass header
+//                                         instead of its proposal: the pass carries one
+//   any other rank                        waits for the left neighbour's proposal or pass
+//                                         header (receiveDecision)
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "engine/op_header.h"
+#include "engine/op_queue.h"
+#include "engine/progress_engine.h"
+#include "engine/request.h"
+
+namespace rr {
+
+// The header of a pass that carries the first `count` of `ops`.
+GroupHeader passHeader(const std::vector<std::shared_ptr<Request>>& ops, size_t count);
+
+// Rank 0: proposes fusing `proposed` collectives from the front of `queue`; returns how many
+// every rank has queued, or 1 with `left` set to the left neighbour's pass header when a
+// rank started the front alone.
+size_t proposeFusion(ProgressEngine& engine, const OpQueue& queue, const Request& front, size_t proposed,
+                     std::optional<GroupHeader>& left);
+
+// Another rank with several fusible queued: waits for the left neighbour's header; a
+// proposal is cut to what is queued here, passed on, and the decision behind it returned.
+// The caller checks the result against its queue (a mismatch names both ranks).
+GroupHeader receiveDecision(ProgressEngine& engine, const OpQueue& queue, const OpDesc& front);
+
+// The packing buffer, allocated once (RR_FUSION_BYTES; none when 0).
+class FusionBuffer {
+ public:
+  explicit FusionBuffer(size_t bytes);
+  // Copies the inputs of `ops` one after another; returns the buffer, which the pass
+  // all-reduces in place.
+  uint8_t* pack(const std::vector<std::shared_ptr<Request>>& ops);
+  // Copies each request's part of the result to its output.
+  void unpack(const std::vector<std::shared_ptr<Request>>& ops) const;
+
+ private:
+  std::unique_ptr<uint8_t, void (*)(void*)> buf_{nullptr, nullptr};
+};
+
+}  // namespace rr

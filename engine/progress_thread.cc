@@ -1,0 +1,211 @@
+// The progress thread: takes collectives from the queue in submission order, agrees with
+// the other ranks what each pass carries (fusion.h), runs the pass (ProgressEngine), and
+// completes the requests; on a failure, poisons the communicator (communicator.h).
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <cstring>
+#include <optional>
+
+#include "engine/communicator.h"
+#include "engine/fusion.h"
+#include "engine/op_header.h"
+#include "engine/phase_stats.h"
+#include "engine/progress_engine.h"
+#include "engine/stall_monitor.h"
+#include "engine/stream_order.h"
+#include "engine/timeline.h"
+#include "kernels/device.h"
+#include "kernels/dtype.h"
+#include "transport/error.h"
+#include "transport/link.h"
+
+namespace rr {
+
+void Communicator::progressLoop() {
+  bool abortSent = false;
+  for (;;) {
+    if (aborted_ && !abortSent) {  // tell the neighbours, once
+      abortSent = true;
+      const auto e = stickyError();
+      poison(Error(e->first, e->second), queue_.lastSubmitted());
+    }
+    if (monitor_) monitor_->poll(queue_.lastSubmitted(), StallState{});
+    std::shared_ptr<Request> front = queue_.front(std::chrono::milliseconds(100), std::chrono::microseconds(config_.spinUs));
+    if (!front) {
+      if (queue_.closed()) return;
+      // Idle: a neighbour's abort still reaches rr_comm_get_async_error and the next call.
+      if (engine_ && !stickyError()) {
+        try {
+          engine_->pollIdle();
+        } catch (const Error& e) {
+          poison(e, queue_.lastSubmitted());
+        }
+      }
+      continue;
+    }
+    if (auto e = stickyError()) {
+      for (auto& r : queue_.pop(1)) finish(*r, e->first, e->second);
+      continue;
+    }
+    try {
+      runNext(front);
+    } catch (const Error& e) {
+      poison(e, front->desc.seq);
+      if (e.code() == RR_ERR_ABORTED) abortSent = true;
+      const auto first = stickyError();  // the first error wins, an abort included
+      for (auto& r : inFlight_) finish(*r, first->first, first->second);
+    } catch (const DeviceError& e) {
+      poison(Error(RR_ERR_CUDA, fmt::format("rank {}: {}", config_.rank, e.what())), front->desc.seq);
+      const auto first = stickyError();
+      for (auto& r : inFlight_) finish(*r, first->first, first->second);
+    } catch (const std::exception& e) {
+      const Error internal(RR_ERR_INTERNAL, std::string("internal error: ") + e.what());
+      poison(internal, front->desc.seq);
+      for (auto& r : inFlight_) finish(*r, internal.code(), internal.what());
+    }
+    inFlight_.clear();
+  }
+}
+
+void Communicator::runNext(const std::shared_ptr<Request>& front) {
+  const Clock::time_point waitStart = Clock::now();
+  current_ = front->desc;
+  currentBytes_ = front->bytes;
+  if (config_.size == 1) {
+    auto ops = inFlight_ = queue_.pop(1);
+    runLocal(*ops[0], prepare(*ops[0]));
+    if (timeline_) timeline_->completed(*ops[0], ops);
+    finish(*ops[0], RR_SUCCESS, "");
+    return;
+  }
+  // What this rank could fuse with the front; with one collective (the usual case for a
+  // blocking call) the pass starts at once, its header travelling with its data.
+  const size_t fusible = config_.fusionBytes > 0 ? queue_.fusible(config_.fusionBytes, GroupHeader::kMaxOps) : 1;
+  if (fusible <= 1) {
+    inFlight_ = queue_.pop(1);
+    runPass(inFlight_, passHeader(inFlight_, 1), nullptr, waitStart);
+    return;
+  }
+  if (config_.rank == 0) {
+    // Propose fusing; what comes back is what every rank has queued, or the header of a
+    // rank that started the front alone (it had only that one): then so does this rank.
+    std::optional<GroupHeader> left;
+    const size_t count = proposeFusion(*engine_, queue_, *front, fusible, left);
+    inFlight_ = queue_.pop(count);
+    runPass(inFlight_, passHeader(inFlight_, inFlight_.size()), left ? &*left : nullptr, waitStart);
+    return;
+  }
+  const GroupHeader h = receiveDecision(*engine_, queue_, front->desc);
+  const size_t have = queue_.matching(h);
+  if (h.proposal || have < h.numOps) {
+    const int left = (config_.rank - 1 + config_.size) % config_.size;
+    inFlight_ = queue_.pop(have + 1);  // the first that differs is the one to name
+    fail(RR_ERR_MISMATCH, "ranks disagree on a collective: rank {} called {}, rank {} called {}",
+         left, describeOp(h.opAt(have)), config_.rank,
+         describeOp(have < inFlight_.size() ? inFlight_[have]->desc : front->desc));
+  }
+  inFlight_ = queue_.pop(h.numOps);
+  runPass(inFlight_, h, &h, waitStart);
+}
+
+void Communicator::runPass(const std::vector<std::shared_ptr<Request>>& ops, const GroupHeader& h,
+                           const GroupHeader* leftHeader, Clock::time_point waitStart) {
+  Request& first = *ops.front();
+  const size_t es = dtypeSize(h.dtype);
+  const size_t n = static_cast<size_t>(config_.size);
+  const bool fused = ops.size() > 1;
+  Device* device = fused ? nullptr : prepare(first);  // fused buckets are plain host memory
+  const void* send = first.send;
+  void* recv = first.recv;
+  size_t count = first.desc.count;
+  if (fused) {  // pack the buckets into the fusion buffer and all-reduce it in place
+    send = recv = fusion_->pack(ops);
+    count = 0;
+    for (const auto& r : ops) count += r->desc.count;
+  } else if (h.kind == Collective::kAllGather && count > 0 &&
+             static_cast<const uint8_t*>(send) !=
+                 static_cast<uint8_t*>(recv) + static_cast<size_t>(config_.rank) * first.bytes) {
+    uint8_t* mine = static_cast<uint8_t*>(recv) + static_cast<size_t>(config_.rank) * first.bytes;
+    if (device != nullptr)
+      waitDevice(*device, device->copy(mine, send, first.bytes), first);
+    else
+      std::memcpy(mine, send, first.bytes);
+  }
+
+  ScheduleParams params;
+  params.kind = h.kind == Collective::kBarrier ? Collective::kAllReduce : h.kind;
+  params.rank = config_.rank;
+  params.size = config_.size;
+  params.count = count;
+  params.depth = ProgressEngine::kDepth;
+  params.root = h.root;
+  // Segments: a quarter of the largest block, rounded up to 4 KiB, at most RR_SEGMENT_BYTES;
+  // a broadcast chain is n-1 hops deep, so it cuts the whole bucket in eight.
+  const bool blocks = h.kind == Collective::kAllGather || h.kind == Collective::kReduceScatter;
+  const size_t blockBytes = blocks ? count * es : (count * es + n - 1) / n;
+  const size_t wanted = h.kind == Collective::kBroadcast
+                            ? count * es / 8
+                            : (blockBytes + ProgressEngine::kDepth - 1) / ProgressEngine::kDepth;
+  const size_t segBytes = std::clamp<size_t>((wanted + 4095) / 4096 * 4096, 4096,
+                                             engine_->segmentBytes());
+  params.segElems = std::max<size_t>(1, segBytes / es);
+
+  PassTimes times = engine_->run(RingSchedule(params), h, leftHeader, send, recv, device);
+  times.start = waitStart;
+  if (fused) fusion_->unpack(ops);
+  if (timeline_) timeline_->pass(ops, times);
+  for (const auto& r : ops) {
+    if (timeline_) timeline_->completed(*r, ops);
+    finish(*r, RR_SUCCESS, "");
+  }
+  if (phases_) phases_->record(ops, times);
+}
+
+void Communicator::runLocal(const Request& r, Device* device) {
+  // One rank: every reduction is a copy (AVG divides by one).
+  if (r.desc.count == 0 || r.send == r.recv || r.desc.kind == Collective::kBroadcast) return;
+  if (device != nullptr)
+    waitDevice(*device, device->copy(r.recv, r.send, r.bytes), r);
+  else
+    std::memmove(r.recv, r.send, r.bytes);
+}
+
+StallState Communicator::stallState() const {
+  StallState s = engine_->stall();
+  s.kind = current_.kind;
+  s.bytes = currentBytes_;
+  return s;
+}
+
+void Communicator::finish(Request& r, rr_result_t code, std::string message) {
+  // Counted before the caller can see it: a destroy right after rr_wait cancels nothing.
+  uint64_t seen = finished_.load();
+  while (seen < r.desc.seq && !finished_.compare_exchange_weak(seen, r.desc.seq)) {
+  }
+  r.complete(code, std::move(message));
+}
+
+void Communicator::onIdle() {
+  if (monitor_) monitor_->poll(queue_.lastSubmitted(), stallState());
+}
+
+void Communicator::poison(const Error& error, uint64_t seq) {
+  {
+    std::lock_guard<std::mutex> lock(errorMutex_);
+    if (!error_) error_ = std::make_pair(error.code(), std::string(error.what()));
+  }
+  log_->error("{}", error.what());
+  // Forward the first failure to both neighbours (a received abort keeps its origin). The
+  // sockets stay open so that the frame is read before the connection ends; a link whose
+  // frame could not go out is closed so the neighbour sees the loss now, not at its timeout.
+  const int origin = error.origin() >= 0 ? error.origin() : config_.rank;
+  const uint64_t originSeq = error.origin() >= 0 ? error.seq() : seq;
+  for (Link* link : {left_.get(), right_.get()})
+    if (link && !link->sendAbort(origin, error.code(), originSeq, error.reason())) link->shutdown();
+  // The failed collective's buffers go back to the caller next: no link may touch them.
+  for (Link* link : {left_.get(), right_.get()})
+    if (link) link->quiesce();
+}
+
+}  // namespace rr
