@@ -20,12 +20,12 @@ echo "# $(date -u +%Y-%m-%dT%H:%MZ) $(nproc) cores; $("$rr" info | grep '^transp
 ours() {  # ours NAME N RINGREDUCE ENV...: "bytes time busbw" lines
   local name=$1 n=$2 bin=$3
   shift 3
-  env "$@" "$bin" bench -N "$n" -b 4K -e 256M -f 4 -n 10 -w 2 2>"$out/$name.$n.err" |
-    awk '/^ +[0-9]/ {print $1, $6, $8, ($9 == 0 ? "" : "WRONG")}' >"$out/$name.$n"
+  env "$@" "$bin" bench -N "$n" -b 4K -e 256M -f 4 -n 10 -w 2 2>"$out/$name.n=$n.err" |
+    awk '/^ +[0-9]/ {print $1, $6, $8, ($9 == 0 ? "" : "WRONG")}' >"$out/$name.n=$n"
 }
 mpi() {  # mpi NAME N BTL
   mpirun --allow-run-as-root --oversubscribe -n "$2" --mca btl "$3" --mca btl_tcp_if_include lo \
-    --mca pml ob1 "$out/mpi_allreduce" 4096 268435456 10 2 >"$out/$1.$2" 2>"$out/$1.$2.err"
+    --mca pml ob1 "$out/mpi_allreduce" 4096 268435456 10 2 >"$out/$1.n=$2" 2>"$out/$1.n=$2.err"
 }
 for n in 2 4; do
   [ -n "$before" ] && ours tcp-before $n "$before/cli/ringreduce" RR_TRANSPORT=tcp
@@ -35,35 +35,4 @@ for n in 2 4; do
   mpi ompi-vader $n self,vader
   mpi ompi-tcp $n self,tcp
 done
-python3 - "$out" ${before:+tcp-before} tcp ucx-tcp ucx-sm ompi-vader ompi-tcp <<'PY'
-import sys, os
-out, names = sys.argv[1], sys.argv[2:]
-def load(path):
-    rows = {}
-    if os.path.exists(path):
-        for line in open(path):
-            f = line.split()
-            if len(f) >= 3:
-                rows[int(f[0])] = (float(f[1]), float(f[2]), "WRONG" in line)
-    return rows
-for n in (2, 4):
-    data = {m: load(f"{out}/{m}.{n}") for m in names}
-    sizes = sorted({s for d in data.values() for s in d})
-    print(f"\n### n = {n}: time per all-reduce (us) / busbw (GB/s)\n")
-    print("| size | " + " | ".join(names) + " |")
-    print("|---:|" + "---:|" * len(names))
-    for s in sizes:
-        cells = []
-        for m in names:
-            if s in data[m]:
-                t, b, w = data[m][s]
-                cells.append(f"{t:.0f} / {b:.2f}{' WRONG' if w else ''}")
-            else:
-                cells.append("-")
-        label = f"{s >> 20} MiB" if s >= 1 << 20 else f"{s >> 10} KiB"
-        print(f"| {label} | " + " | ".join(cells) + " |")
-    for m in names:
-        if not data[m]:
-            err = f"{out}/{m}.{n}.err"
-            print(f"\n{m} n={n}: no result; " + (open(err).read()[-400:] if os.path.exists(err) else ""))
-PY
+python3 "$(dirname "$0")/table.py" "$out" n=2,n=4 ${before:+tcp-before} tcp ucx-tcp ucx-sm ompi-vader ompi-tcp
