@@ -10,6 +10,8 @@
 # Every tool's results are checked (WRONG marks a size whose result was wrong).
 # Usage: bash bench/peers.sh BUILD_DIR [MAX_BYTES] [RATE] [BEFORE_BUILD_DIR]
 #   BEFORE_BUILD_DIR adds a column for ringreduce from another build (a before/after table).
+#   Where ranks outnumber this host's cores the spin is off by default (RR_SPIN_US); a column
+#   ringreduce-spin50 then shows the same run with RR_SPIN_US=50.
 # Needs root (namespaces), mpicc/mpirun (openmpi-bin, libopenmpi-dev), libgloo-dev, iperf3.
 set -uo pipefail
 build=$(cd "${1:?usage: peers.sh BUILD_DIR [MAX_BYTES] [RATE] [BEFORE_BUILD_DIR]}" && pwd)
@@ -27,6 +29,8 @@ cleanup() {
   rm -rf "$out"
 }
 trap cleanup EXIT
+command -v mpicc >/dev/null || { echo "peers.sh needs Open MPI: apt-get install openmpi-bin libopenmpi-dev"; exit 1; }
+[ -e /usr/include/gloo/allreduce_ring.h ] || { echo "peers.sh needs Gloo: apt-get install libgloo-dev"; exit 1; }
 mpicc -O2 -o "$out/mpi_allreduce" "$here/mpi_allreduce.c" || exit 1
 g++ -O2 -std=c++17 -o "$out/gloo_allreduce" "$here/gloo_allreduce.cc" -lgloo -lpthread || exit 1
 echo "# $(date -u +%Y-%m-%dT%H:%MZ) $(nproc) cores, $iters timed iterations per size; ringreduce $(git -C "$here" rev-parse --short HEAD 2>/dev/null)"
@@ -80,11 +84,13 @@ gloo() {  # gloo NAME CASE N ALGO [ns]
   cp "$out/$name.$case.0" "$out/$name.$case"
 }
 
-names=(${before:+ringreduce-before} ringreduce ompi-tcp ompi-vader gloo-ring gloo-hd)
+names=(${before:+ringreduce-before} ringreduce ringreduce-spin50 ompi-tcp ompi-vader gloo-ring gloo-hd)
 run_case() {  # run_case CASE N [ns]
   local case=$1 n=$2 ns=${3:-}
   [ -n "$before" ] && ours ringreduce-before "$case" "$n" "$before/cli/ringreduce" $ns
   ours ringreduce "$case" "$n" "$rr" $ns
+  # More ranks than cores: the spin is off by default; this column forces it on.
+  [ "$n" -gt "$(nproc)" ] && RR_SPIN_US=50 ours ringreduce-spin50 "$case" "$n" "$rr" $ns
   mpi ompi-tcp "$case" "$n" self,tcp $ns
   [ -z "$ns" ] && mpi ompi-vader "$case" "$n" self,vader
   gloo gloo-ring "$case" "$n" ring $ns
