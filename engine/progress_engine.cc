@@ -228,12 +228,38 @@ bool ProgressEngine::progressLinks(uint64_t seq) {
     try {
       moved |= link->progress();
     } catch (const Error& e) {
+      if (e.origin() < 0 && e.code() == RR_ERR_PEER_LOST) preferAbort(link, e, seq);
       if (e.origin() < 0 || e.seq() <= seq || pendingAbort_) throw;
       // Not progress: the deadline of this pass still runs from its last real progress.
       pendingAbort_ = e;
     }
   }
   return moved;
+}
+
+void ProgressEngine::preferAbort(Link* lost, const Error& loss, uint64_t seq) {
+  // A neighbour that failed first tells both of its neighbours why, then goes away; its
+  // close can reach this rank before its reason (or take the reason with it, when the
+  // close resets the connection). The other neighbour's abort frame, already here or
+  // within a short grace, names the first failure: report that, as every rank then does
+  // (an abort from a later collective is kept for the next call, as progressLinks keeps it).
+  if (pendingAbort_) throw *pendingAbort_;
+  const Clock::time_point until = Clock::now() + std::chrono::milliseconds(std::clamp(timeoutMs_ / 10, 1, 50));
+  for (;;) {
+    for (Link* link : {right_, left_}) {
+      if (link == lost) continue;
+      try {
+        link->progress();
+      } catch (const Error& e) {
+        if (e.origin() < 0) throw loss;  // that one is gone too: this rank's own view is all there is
+        if (e.seq() <= seq) throw;
+        pendingAbort_ = e;  // a later collective's: it fails the next call, the loss this one
+        return;
+      }
+    }
+    if (Clock::now() >= until) return;
+    events_.dispatch(1);
+  }
 }
 
 void ProgressEngine::wait(Clock::time_point until, Clock::time_point since, bool devicePending) {

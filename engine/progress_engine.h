@@ -83,6 +83,10 @@ class ProgressEngine {
 
  private:
   bool progressLinks(uint64_t seq);
+  // After `lost` failed with RR_ERR_PEER_LOST in collective `seq`: throws the other link's
+  // abort frame of this or an earlier collective if one comes within a short grace, else
+  // returns (the caller reports the loss).
+  void preferAbort(Link* lost, const Error& loss, uint64_t seq);
   // A header's frames on the right link; returns the link's send count once they are out.
   uint64_t postHeader(const GroupHeader& h);
   // Posts the receive of the left neighbour's next header; leftHeaderArrived() turns true
