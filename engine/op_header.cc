@@ -1,7 +1,6 @@
 // GroupHeader encoding and the descriptions used in mismatch messages.
 #include "engine/op_header.h"
 
-#include <cstring>
 
 #include "kernels/dtype.h"
 #include "transport/error.h"
@@ -10,7 +9,6 @@
 namespace rr {
 
 void GroupHeader::encode(uint8_t* p) const {
-  std::memset(p, 0, kBytes);
   wire::put64(p, firstSeq);
   wire::put32(p + 8, numOps);
   wire::put32(p + 12, static_cast<uint32_t>(kind));

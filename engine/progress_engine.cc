@@ -5,7 +5,6 @@
 #include <cassert>
 #include <cerrno>
 #include <cstdlib>
-#include <cstring>
 #include <optional>
 #include <thread>
 
@@ -163,8 +162,8 @@ PassTimes ProgressEngine::run(const RingSchedule& s, const GroupHeader& h, const
         // Rank 0 proposed fusion while this rank had one collective queued and started it
         // alone: the pass carries that one (the proposal, cut here, could not have come
         // back larger), so the proposal ends here and the decision follows it.
-        if (rank_ == 0 || h.numOps != 1 || left.firstSeq != h.firstSeq || !sameOp(left.opAt(0), h.opAt(0)))
-          checkLeftHeader(left, h);
+        const bool absorbed = rank_ != 0 && h.numOps == 1 && sameOp(left.opAt(0), h.opAt(0));
+        if (!absorbed) checkLeftHeader(left, h);  // a proposal of something else: named
         postLeftHeader();
       } else {
         checkLeftHeader(left, h);
@@ -208,18 +207,16 @@ PassTimes ProgressEngine::run(const RingSchedule& s, const GroupHeader& h, const
 }
 
 void ProgressEngine::checkLeftHeader(const GroupHeader& left, const GroupHeader& mine) const {
-  const size_t ops = std::max(left.numOps, mine.numOps);
-  for (size_t i = 0; i < ops; ++i) {
-    if (i < left.numOps && i < mine.numOps && !left.proposal && sameOp(left.opAt(i), mine.opAt(i))) continue;
-    if (left.proposal)
-      fail(RR_ERR_MISMATCH, "ranks disagree on a collective: rank {} proposed fusing from {}, rank {} called {}",
-           leftRank(), describeOp(left.opAt(0)), rank_, describeOp(mine.opAt(0)));
-    if (i >= left.numOps || i >= mine.numOps)
-      fail(RR_ERR_MISMATCH, "ranks disagree on a collective: rank {} runs {} collectives in one pass from {}, rank {} runs {}",
-           leftRank(), left.numOps, describeOp(left.opAt(0)), rank_, mine.numOps);
-    fail(RR_ERR_MISMATCH, "ranks disagree on a collective: rank {} called {}, rank {} called {}", leftRank(),
-         describeOp(left.opAt(i)), rank_, describeOp(mine.opAt(i)));
-  }
+  if (left.proposal)
+    fail(RR_ERR_MISMATCH, "ranks disagree on a collective: rank {} proposed fusing from {}, rank {} called {}",
+         leftRank(), describeOp(left.opAt(0)), rank_, describeOp(mine.opAt(0)));
+  for (size_t i = 0; i < std::min(left.numOps, mine.numOps); ++i)
+    if (!sameOp(left.opAt(i), mine.opAt(i)))
+      fail(RR_ERR_MISMATCH, "ranks disagree on a collective: rank {} called {}, rank {} called {}", leftRank(),
+           describeOp(left.opAt(i)), rank_, describeOp(mine.opAt(i)));
+  if (left.numOps != mine.numOps)
+    fail(RR_ERR_MISMATCH, "ranks disagree on a collective: rank {} runs {} collectives in one pass from {}, rank {} runs {}",
+         leftRank(), left.numOps, describeOp(left.opAt(0)), rank_, mine.numOps);
 }
 
 bool ProgressEngine::progressLinks(uint64_t seq) {

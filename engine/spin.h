@@ -3,7 +3,7 @@
 // caller) look for a while before they sleep, because waking a sleeping thread costs tens
 // of microseconds (on a virtual machine, an idle vCPU's wake-up), more than a small
 // collective's hops. Off (0) when this host's ranks outnumber its cores: a spinning rank
-// would take the core another rank needs (Config::load decides; README "Spinning").
+// would take the core another rank needs (Config::load decides; README, RR_SPIN_US).
 #pragma once
 
 #include <chrono>
@@ -13,15 +13,9 @@
 
 namespace rr {
 
-inline void cpuRelax() {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#elif defined(__aarch64__)
-  asm volatile("yield");
-#endif
-}
-
-// Polls `ready` for up to `spin`; returns whether it became true (false at once for 0).
+// Polls `ready` for up to `spin`, yielding the core between looks (a pause-instruction
+// spin starved the other ranks on 2 cores); returns whether it became true (false at once
+// for 0).
 template <class Ready>
 bool spinUntil(Ready&& ready, std::chrono::microseconds spin) {
   if (spin.count() <= 0) return false;
