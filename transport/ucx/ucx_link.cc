@@ -241,10 +241,11 @@ void UcxLink::postSend(const void* data, size_t len, FrameType type) {
   op = Op{nullptr, len, type, false};
   ucp_request_param_t param{};
   ucs_status_ptr_t r = ucp_tag_send_nbx(ep_, data, len, tag(sendKey_, false, type, send_.posted), &param);
+  // A send refused at once (the peer is gone) fails in progress(), as every other loss
+  // does, so that the engine can look for the abort frame that explains it.
   if (UCS_PTR_IS_ERR(r))
-    peerLost(fmt::format("sending {} bytes to {} failed: {}", len, name_,
-                         ucs_status_string(UCS_PTR_STATUS(r))));
-  if (r == nullptr)
+    op.failed = UCS_PTR_STATUS(r);
+  else if (r == nullptr)
     op.complete = true;
   else
     op.request = r;
@@ -306,6 +307,8 @@ bool UcxLink::collect(Direction& dir, bool isSend) {
   while (dir.done < dir.posted) {
     Op& op = dir.ops[dir.done % kMaxQueued];
     if (!op.complete) {
+      if (op.failed != UCS_OK)
+        peerLost(fmt::format("sending {} bytes to {} failed: {}", op.len, name_, ucs_status_string(op.failed)));
       if (isSend) {
         const ucs_status_t st = ucp_request_check_status(op.request);
         if (st == UCS_INPROGRESS) break;

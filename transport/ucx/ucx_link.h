@@ -109,6 +109,7 @@ class UcxLink final : public Link {
     size_t len = 0;
     FrameType type = FrameType::kData;
     bool complete = false;
+    ucs_status_t failed = UCS_OK;  // a send UCX refused at once: reported by progress()
   };
   struct Sentinel final : EventTarget {
     void onEvent(uint32_t events) override;
