@@ -91,6 +91,8 @@ Communicator::~Communicator() {
                       finished + 1, submitted - finished > 1 ? fmt::format("..#{}", submitted) : ""));
   queue_.close();
   if (thread_.joinable()) thread_.join();
+  for (Link* link : {left_.get(), right_.get()})
+    if (link) link->farewell();
   if (left_) left_->shutdown();
   if (right_) right_->shutdown();
   // The links go before the engine: a transport that moves bytes on its own (UCX) may hold
@@ -134,6 +136,7 @@ void Communicator::connect() {
                                              right_.get(), *events_, config_.segmentBytes,
                                              config_.timeoutMs, std::chrono::microseconds(config_.spinUs),
                                              [this] { onIdle(); }, &aborted_);
+  engine_->setTestPause(config_.testPauseAfterSendsMs);
   monitor_ = std::make_unique<StallMonitor>(config_.rank, config_.size, &bootstrap_,
                                             config_.stallWarnS, *log_);
   // At a timeout, rank 0 names who holds the job up; the wait for its answer is bounded.

@@ -193,6 +193,8 @@ Config Config::load(const rr_config_t* o) {
   }
   if (const char* f = env("RR_TEST_FAKE_DEVICE")) c.fakeDevice = std::string_view(f) == "1";
   if (const char* x = env("RR_TEST_EXIT_IN_RING_SETUP")) c.testExitInRingSetup = std::string_view(x) == "1";
+  if (const char* x = env("RR_TEST_PAUSE_AFTER_SENDS_MS"))
+    c.testPauseAfterSendsMs = static_cast<int>(parseInt("RR_TEST_PAUSE_AFTER_SENDS_MS", x, 0, 60000));
   if (const char* h = env("RR_TEST_HOLD_STREAM")) {
     if (std::string_view(h) != "host-function" && std::string_view(h) != "value-wait")
       fail(RR_ERR_INVALID_ARGUMENT, "RR_TEST_HOLD_STREAM='{}' is not host-function or value-wait", h);

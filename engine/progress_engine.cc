@@ -154,6 +154,10 @@ PassTimes ProgressEngine::run(const RingSchedule& s, const GroupHeader& h, const
     checkAborted();
     bool moved = pass->postSends(c);
     if (headerOk) moved |= pass->postRecvs(c);
+    if (testPauseMs_ > 0 && c.sendPosted == n && c.sendDone < n) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(testPauseMs_));  // a slow rank
+      testPauseMs_ = 0;
+    }
     moved |= progressLinks(h.firstSeq);
     if (!headerOk && leftHeaderArrived()) {
       const GroupHeader left = GroupHeader::decode(leftHeader_, leftRank());
@@ -226,9 +230,11 @@ bool ProgressEngine::progressLinks(uint64_t seq) {
       moved |= link->progress();
     } catch (const Error& e) {
       if (e.origin() < 0 && e.code() == RR_ERR_PEER_LOST) preferAbort(link, e, seq);
-      if (e.origin() < 0 || e.seq() <= seq || pendingAbort_) throw;
-      // Not progress: the deadline of this pass still runs from its last real progress.
-      pendingAbort_ = e;
+      if (e.origin() < 0 || e.seq() <= seq) throw;
+      // A later collective's (both neighbours may send one): the first is kept for the next
+      // call; this one still completes with the data its neighbours sent before they moved
+      // on. Not progress: the deadline of this pass still runs from its last real progress.
+      if (!pendingAbort_) pendingAbort_ = e;
     }
   }
   return moved;

@@ -20,8 +20,13 @@ namespace {
 using asio::ip::tcp;
 
 constexpr auto kHandshakeTime = std::chrono::seconds(5);  // per connection, endpoint included
-constexpr auto kDoneGrace = std::chrono::milliseconds(300);  // stragglers hear "complete"
-constexpr auto kFatalLinger = std::chrono::seconds(1);      // latecomers hear the reason
+// Connections still in their handshake when the job forms (a rank started twice, a late
+// one, a hostile client) get this long to hear why they are turned away, as latecomers to
+// a failed job do: on a loaded machine a process took longer than 300 ms to answer the
+// challenge (a second rank 1 was reset so in a test). Rank 0's init waits for it only while
+// such a connection is open: a hostile client holds it up by at most this much.
+constexpr auto kDoneGrace = std::chrono::seconds(1);
+constexpr auto kFatalLinger = std::chrono::seconds(1);  // latecomers hear the reason
 
 class Session;
 

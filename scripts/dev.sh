@@ -129,7 +129,7 @@ case "$what" in
           if build "$prefix-tsan-ucx" -Dcuda=disabled -Ducx=enabled -Db_sanitize=thread -Db_lundef=false; then
             export UCX_MEM_EVENTS=no
             suite "$prefix-tsan-ucx" "TSan with UCX (a sample of the ucx suite)" --timeout-multiplier 3 \
-              "mismatch over ucx (tcp) n=4" "mismatch over ucx (shared memory) n=4" \
+              "mismatch over ucx (tcp) n=4" "mismatch with a rank still in the previous collective over ucx (shared memory) n=4" \
               "semantics waiters over ucx (tcp) n=3" "semantics destroy-idle over ucx (shared memory) n=2" \
               "trainer n=4 equals n=1 over ucx (shared memory)" \
               "faults over ucx (tcp)_ kill, stop, count, exit, abort, late rank 0, stop in small fused (n=4)"

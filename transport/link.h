@@ -55,6 +55,10 @@ class Link {
   // bytes on its own, as UCX does, cancels them and waits, bounded, until they end). The
   // link carries no data afterwards; sendAbort may still be called.
   virtual void quiesce() noexcept {}
+  // Before shutdown at destroy: bounded in time, until the peer has taken in everything
+  // this link sent (a transport whose completed sends may still depend on this process,
+  // as UCX's do, waits for the peer to say so). A kernel socket needs nothing.
+  virtual void farewell() noexcept {}
 
   virtual int peerRank() const = 0;
 };

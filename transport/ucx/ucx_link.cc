@@ -1,6 +1,7 @@
 // UcxWorker and UcxLink; see ucx_link.h.
 #include "transport/ucx/ucx_link.h"
 
+#include <poll.h>
 #include <sys/epoll.h>
 
 #include <algorithm>
@@ -21,6 +22,12 @@ constexpr uint64_t kNumberMask = (uint64_t{1} << kNumberBits) - 1;
 constexpr uint64_t kTypeShift = kNumberBits;
 constexpr uint64_t kTypeMask = uint64_t{7} << kTypeShift;
 constexpr uint64_t kAbortBit = uint64_t{1} << 31;
+// On the control plane (the abort bit set) the message number says what a message is.
+constexpr uint64_t kControlAbort = 0;
+constexpr uint64_t kControlFarewell = 1;
+constexpr uint64_t kControlFarewellAnswer = 2;
+// How long a destroy waits for a live peer to take in what this rank sent.
+constexpr int kFarewellMs = 2000;
 
 void check(ucs_status_t status, const char* call) {
   if (status != UCS_OK) fail(RR_ERR_SYSTEM, "UCX: {} failed: {}", call, ucs_status_string(status));
@@ -145,6 +152,8 @@ void UcxWorker::attach(EventSet& events) {
 bool UcxWorker::progress() {
   bool any = false;
   for (int i = 0; i < 64 && ucp_worker_progress(worker_) != 0; ++i) any = true;
+  if (any)
+    for (UcxLink* l : links_) l->pollControl();
   return any;
 }
 
@@ -214,6 +223,7 @@ UcxLink::~UcxLink() {
     for (Op& op : dir->ops)
       if (op.request != nullptr) ucp_request_cancel(w, op.request);
   if (abortRequest_ != nullptr) ucp_request_cancel(w, abortRequest_);
+  for (void* r : controlRequests_) ucp_request_cancel(w, r);
   closeEndpoint();
   for (Direction* dir : {&send_, &recv_})
     for (Op& op : dir->ops) {
@@ -221,6 +231,7 @@ UcxLink::~UcxLink() {
       op.request = nullptr;
     }
   finishRequest(w, abortRequest_, 200);
+  for (void* r : controlRequests_) finishRequest(w, r, 200);
   events_.remove(sentinel_.fd.get());
   worker_->removeLink(this);
 }
@@ -281,24 +292,89 @@ void UcxLink::postAbortRecv() {
   abortRequest_ = r;
 }
 
-// Throws the abort frame the peer sent, if one has arrived.
+void UcxLink::pollControl() noexcept {
+  controlRequests_.erase(std::remove_if(controlRequests_.begin(), controlRequests_.end(),
+                                        [](void* r) {
+                                          if (ucp_request_check_status(r) == UCS_INPROGRESS) return false;
+                                          ucp_request_free(r);
+                                          return true;
+                                        }),
+                         controlRequests_.end());
+  while (abortRequest_ != nullptr) {
+    ucp_tag_recv_info_t info{};
+    const ucs_status_t st = ucp_tag_recv_request_test(abortRequest_, &info);
+    if (st == UCS_INPROGRESS) return;
+    ucp_request_free(abortRequest_);
+    abortRequest_ = nullptr;
+    if (st != UCS_OK) return;  // cancelled
+    const uint64_t what = info.sender_tag & kNumberMask;
+    if (what == kControlFarewell) {
+      sendControl(kControlFarewellAnswer);
+    } else if (what == kControlFarewellAnswer) {
+      farewellAnswered_ = true;
+    } else if (what == kControlAbort && info.length >= 16 && !abortFrame_) {  // the first one counts
+      const uint8_t* p = abortBuf_.get();
+      const int origin = static_cast<int32_t>(wire::get32(p));
+      uint32_t code = wire::get32(p + 4);
+      if (code == RR_SUCCESS || code > RR_ERR_INTERNAL) code = RR_ERR_PEER_LOST;
+      const uint64_t seq = wire::get64(p + 8);
+      std::string reason(reinterpret_cast<const char*>(p + 16), info.length - 16);
+      abortFrame_.emplace(static_cast<rr_result_t>(code),
+                          fmt::format("rank {} aborted the job: {} (reported by {})", origin, reason, name_),
+                          origin, seq, reason);
+    }
+    // Posted again after an abort too: a peer's farewell must still find it.
+    try {
+      postAbortRecv();
+    } catch (const Error&) {
+      return;  // no control plane any more: a loss is still seen, its reason not
+    }
+  }
+}
+
+// Throws the abort frame the peer sent, if one has arrived (once).
 void UcxLink::checkAbort() {
-  if (abortRequest_ == nullptr) return;
-  ucp_tag_recv_info_t info{};
-  const ucs_status_t st = ucp_tag_recv_request_test(abortRequest_, &info);
-  if (st == UCS_INPROGRESS) return;
-  ucp_request_free(abortRequest_);
-  abortRequest_ = nullptr;
-  if (st != UCS_OK || info.length < 16) return;  // cancelled, or no readable frame
-  const uint8_t* p = abortBuf_.get();
-  const int origin = static_cast<int32_t>(wire::get32(p));
-  uint32_t code = wire::get32(p + 4);
-  if (code == RR_SUCCESS || code > RR_ERR_INTERNAL) code = RR_ERR_PEER_LOST;
-  const uint64_t seq = wire::get64(p + 8);
-  std::string reason(reinterpret_cast<const char*>(p + 16), info.length - 16);
-  throw Error(static_cast<rr_result_t>(code),
-              fmt::format("rank {} aborted the job: {} (reported by {})", origin, reason, name_),
-              origin, seq, reason);
+  pollControl();
+  if (!abortFrame_) return;
+  const Error e = *abortFrame_;
+  abortFrame_.reset();
+  throw e;
+}
+
+bool UcxLink::sendControl(uint64_t what) noexcept {
+  if (ep_ == nullptr) return false;
+  ucp_request_param_t param{};
+  ucs_status_ptr_t r = ucp_tag_send_nbx(ep_, nullptr, 0, tag(sendKey_, true, FrameType::kAbort, what), &param);
+  if (UCS_PTR_IS_ERR(r)) return false;
+  if (r != nullptr) controlRequests_.push_back(r);
+  return true;
+}
+
+bool UcxLink::sentinelGone() noexcept {
+  if (sentinel_.closed) return true;
+  pollfd p{sentinel_.fd.get(), POLLRDHUP, 0};
+  if (::poll(&p, 1, 0) == 1 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR))) sentinel_.closed = true;
+  return sentinel_.closed;
+}
+
+// UCX completes a send once the bytes left the caller's buffer, not once the peer took
+// them in: a process that then destroys its worker and exits can take them with it (over
+// shared memory the peer then fails to attach this process's segment). A slower neighbour
+// still in the previous collective lost its data so. So before the endpoint closes, this
+// rank tells the peer and waits, bounded, for the answer: tag messages on one endpoint
+// arrive in order, so the answer means everything sent before has been taken in. A peer
+// that is gone, or that closed its side first (it needs nothing more), ends the wait.
+void UcxLink::farewell() noexcept {
+  if (ep_ == nullptr || peerStatus_ != UCS_OK || sentinelGone()) return;
+  if (!sendControl(kControlFarewell)) return;
+  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(kFarewellMs);
+  while (!farewellAnswered_ && peerStatus_ == UCS_OK && std::chrono::steady_clock::now() < until) {
+    const bool any = worker_->progress();  // answers every link's farewells meanwhile
+    pollControl();
+    if (farewellAnswered_) break;
+    pollfd p{sentinel_.fd.get(), POLLRDHUP, 0};
+    if (::poll(&p, 1, any ? 0 : 1) == 1 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR))) break;
+  }
 }
 
 // Retires finished requests in posting order; true if any did.
@@ -375,7 +451,7 @@ bool UcxLink::sendAbort(int originRank, rr_result_t code, uint64_t seq,
     std::memcpy(p + 16, text.data(), text.size());
     ucp_request_param_t param{};
     ucs_status_ptr_t r = ucp_tag_send_nbx(ep_, frame.data(), frame.size(),
-                                          tag(sendKey_, true, FrameType::kAbort, 0), &param);
+                                          tag(sendKey_, true, FrameType::kAbort, kControlAbort), &param);
     if (UCS_PTR_IS_ERR(r)) return false;
     if (r == nullptr) return true;
     const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(100);

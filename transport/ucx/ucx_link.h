@@ -7,7 +7,8 @@
 // rendezvous did not vouch for never matches a receive. A receive matches the key and the
 // message number, not the type: the type is checked on arrival, as the length is (a longer
 // frame is truncated by UCX and fails; a shorter one fails here), so a mismatch is an error
-// naming both, never a hang. One receive for an abort frame is always posted. UCX picks the
+// naming both, never a hang. One receive on the control plane (the abort bit) is always
+// posted: an abort frame (message number 0), a farewell (1) or its answer (2). UCX picks the
 // protocol by size (eager copies for small messages, rendezvous with zero copy for large
 // ones, over whatever lanes it chose: tcp, shared memory, cma, rc/ud/dc on InfiniBand).
 //
@@ -21,7 +22,8 @@
 // handling; the authenticated TCP connection of the address exchange (the sentinel, kept
 // open for the link's life) then tells that a peer is gone: a process that dies closes
 // it. UCX's own keepalive is off unless UCX_KEEPALIVE_INTERVAL is set (it failed healthy
-// tcp endpoints here). A loss is reported while the link has work outstanding (as TcpLink reports a closed
+// tcp endpoints here). At destroy, farewell() waits (bounded) until the peer has taken in
+// what this link sent: UCX's send completion does not say so. A loss is reported while the link has work outstanding (as TcpLink reports a closed
 // connection), not while the communicator is idle. Queues are fixed rings of kMaxQueued requests per direction, as TcpLink's.
 #pragma once
 
@@ -29,9 +31,11 @@
 
 #include <array>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "transport/error.h"
 #include "transport/link.h"
 
 namespace rr {
@@ -62,7 +66,7 @@ class UcxWorker final : public EventTarget, public SleepGuard {
   // Shared memory signals arrivals on the event fd but not room freed in a peer's queue:
   // with sends waiting for room, the thread yields instead of sleeping.
   bool readyToSleep() override;
-  void addLink(const UcxLink* link) { links_.push_back(link); }
+  void addLink(UcxLink* link) { links_.push_back(link); }
   void removeLink(const UcxLink* link);
 
  private:
@@ -73,7 +77,7 @@ class UcxWorker final : public EventTarget, public SleepGuard {
   EventSet* events_ = nullptr;
   bool peerHandling_ = true;
   std::string transports_;
-  std::vector<const UcxLink*> links_;
+  std::vector<UcxLink*> links_;
 };
 
 class UcxLink final : public Link {
@@ -98,10 +102,15 @@ class UcxLink final : public Link {
                  const std::string& reason) noexcept override;
   void shutdown() noexcept override;
   void quiesce() noexcept override;
+  void farewell() noexcept override;
   int peerRank() const override { return peerRank_; }
   // The lanes UCX chose for this endpoint (ucp_ep_print_info), one line.
   std::string lanes() const;
   bool peerFailureHandling() const { return peerMode_; }
+  // Takes in what arrived on the control plane: answers a peer's farewell, notes the answer
+  // to this rank's, keeps an abort frame for progress() to report. Called by every
+  // progress of the worker, so that a rank answers while it waits on another link.
+  void pollControl() noexcept;
 
  private:
   struct Op {
@@ -126,6 +135,8 @@ class UcxLink final : public Link {
   uint64_t tag(uint32_t key, bool abort, FrameType type, uint64_t number) const;
   void postAbortRecv();
   void checkAbort();
+  bool sendControl(uint64_t what) noexcept;
+  bool sentinelGone() noexcept;
   bool collect(Direction& dir, bool isSend);
   [[noreturn]] void peerLost(const std::string& what);
   void closeEndpoint() noexcept;
@@ -144,6 +155,9 @@ class UcxLink final : public Link {
   EventSet& events_;
   std::unique_ptr<uint8_t[]> abortBuf_;
   void* abortRequest_ = nullptr;
+  std::optional<Error> abortFrame_;     // arrived, not yet reported
+  std::vector<void*> controlRequests_;  // farewells and their answers still going out
+  bool farewellAnswered_ = false;
 };
 
 }  // namespace rr
