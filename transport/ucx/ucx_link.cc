@@ -152,9 +152,12 @@ void UcxWorker::attach(EventSet& events) {
 bool UcxWorker::progress() {
   bool any = false;
   for (int i = 0; i < 64 && ucp_worker_progress(worker_) != 0; ++i) any = true;
-  if (any)
-    for (UcxLink* l : links_) l->pollControl();
+  if (any) pollControls();
   return any;
+}
+
+void UcxWorker::pollControls() noexcept {
+  for (UcxLink* l : links_) l->pollControl();
 }
 
 void UcxWorker::removeLink(const UcxLink* link) {
@@ -369,8 +372,8 @@ void UcxLink::farewell() noexcept {
   if (!sendControl(kControlFarewell)) return;
   const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(kFarewellMs);
   while (!farewellAnswered_ && peerStatus_ == UCS_OK && std::chrono::steady_clock::now() < until) {
-    const bool any = worker_->progress();  // answers every link's farewells meanwhile
-    pollControl();
+    const bool any = worker_->progress();
+    worker_->pollControls();  // answers every link's farewells meanwhile, this one's included
     if (farewellAnswered_) break;
     pollfd p{sentinel_.fd.get(), POLLRDHUP, 0};
     if (::poll(&p, 1, any ? 0 : 1) == 1 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR))) break;

@@ -60,8 +60,11 @@ class UcxWorker final : public EventTarget, public SleepGuard {
   const std::string& transports() const { return transports_; }
   // Registers the event fd in `events` (once); the worker is armed before each sleep.
   void attach(EventSet& events);
-  // Drives UCP until it has nothing more to do now; true if anything happened.
+  // Drives UCP until it has nothing more to do now; true if anything happened (then every
+  // link's control plane is looked at).
   bool progress();
+  // Every link takes in its control messages (UcxLink::pollControl).
+  void pollControls() noexcept;
   void onEvent(uint32_t) override {}
   // Shared memory signals arrivals on the event fd but not room freed in a peer's queue:
   // with sends waiting for room, the thread yields instead of sleeping.
