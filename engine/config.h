@@ -70,7 +70,7 @@ struct Config {
   bool fakeDevice = false;
   bool testHoldByHostFunction = false;  // RR_TEST_HOLD_STREAM=host-function (stand-in only)
   bool testExitInRingSetup = false;     // RR_TEST_EXIT_IN_RING_SETUP=1
-  int testPauseAfterSendsMs = 0;          // RR_TEST_PAUSE_AFTER_SENDS_MS
+  int testPauseAfterSendsMs = 0;        // RR_TEST_PAUSE_AFTER_SENDS_MS
 
   // Throws RR_ERR_INVALID_ARGUMENT naming the variable and its value.
   static Config load(const rr_config_t* overrides);

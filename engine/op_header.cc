@@ -1,7 +1,6 @@
 // GroupHeader encoding and the descriptions used in mismatch messages.
 #include "engine/op_header.h"
 
-
 #include "kernels/dtype.h"
 #include "transport/error.h"
 #include "transport/wire.h"

@@ -58,7 +58,7 @@ class ProgressEngine {
   // At a timeout, asks for the cause (StallMonitor::explain); its answer leads the message.
   void setExplain(std::function<std::string(const StallState&)> explain) { explain_ = std::move(explain); }
   // Tests (RR_TEST_PAUSE_AFTER_SENDS_MS): in the first pass that gets there, with every send
-  // done and receives left, this rank stops `ms` (its neighbours move on meanwhile).
+  // posted and not all of them done, this rank stops `ms` (its neighbours move on meanwhile).
   void setTestPause(int ms) { testPauseMs_ = ms; }
   // Allocates the pinned staging of device passes, once; later passes must use the same
   // device. Called on the submitting thread when the communicator opens its GPU, before any
@@ -126,7 +126,7 @@ class ProgressEngine {
   Device* device_ = nullptr;         // set by attachDevice
   uint8_t* devStaging_ = nullptr;    // device passes' in-, out- and send-slots, pinned by device_
   std::optional<Error> pendingAbort_;
-  int testPauseMs_ = 0;  // tests: once, with only receives left in a pass, stop this long
+  int testPauseMs_ = 0;  // tests: once, with every send of a pass posted, stop this long
   StallState stall_;
   std::function<std::string(const StallState&)> explain_;
   uint8_t sentHeader_[GroupHeader::kBytes] = {};

@@ -353,10 +353,10 @@ bool UcxLink::sendControl(uint64_t what) noexcept {
   return true;
 }
 
-bool UcxLink::sentinelGone() noexcept {
+bool UcxLink::sentinelGone(int waitMs) noexcept {
   if (sentinel_.closed) return true;
   pollfd p{sentinel_.fd.get(), POLLRDHUP, 0};
-  if (::poll(&p, 1, 0) == 1 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR))) sentinel_.closed = true;
+  if (::poll(&p, 1, waitMs) == 1 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR))) sentinel_.closed = true;
   return sentinel_.closed;
 }
 
@@ -374,9 +374,7 @@ void UcxLink::farewell() noexcept {
   while (!farewellAnswered_ && peerStatus_ == UCS_OK && std::chrono::steady_clock::now() < until) {
     const bool any = worker_->progress();
     worker_->pollControls();  // answers every link's farewells meanwhile, this one's included
-    if (farewellAnswered_) break;
-    pollfd p{sentinel_.fd.get(), POLLRDHUP, 0};
-    if (::poll(&p, 1, any ? 0 : 1) == 1 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR))) break;
+    if (farewellAnswered_ || sentinelGone(any ? 0 : 1)) break;
   }
 }
 

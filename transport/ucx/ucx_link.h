@@ -139,7 +139,8 @@ class UcxLink final : public Link {
   void postAbortRecv();
   void checkAbort();
   bool sendControl(uint64_t what) noexcept;
-  bool sentinelGone() noexcept;
+  // Whether the peer closed the sentinel, waiting up to `waitMs` for it.
+  bool sentinelGone(int waitMs = 0) noexcept;
   bool collect(Direction& dir, bool isSend);
   [[noreturn]] void peerLost(const std::string& what);
   void closeEndpoint() noexcept;
