@@ -9,6 +9,7 @@
 #include <optional>
 #include <thread>
 
+#include "engine/rd_schedule.h"
 #include "transport/error.h"
 
 namespace rr {
@@ -186,6 +187,15 @@ Config Config::load(const rr_config_t* o) {
       break;
     }
   }
+  if (const char* a = env("RR_ALGO")) {
+    const std::string_view v(a);
+    if (v != "auto" && v != "ring" && v != "rd")
+      fail(RR_ERR_INVALID_ARGUMENT, "RR_ALGO='{}' is not auto, ring or rd", a);
+    if (v == "rd" && !rdSupports(c.size) && c.size > 1)
+      fail(RR_ERR_INVALID_ARGUMENT, "RR_ALGO=rd on rank {}: recursive doubling is built for 2 ranks only and "
+           "this job has {} (set RR_ALGO=ring or auto)", c.rank, c.size);
+    c.algo = a;
+  }
   if (const char* p = env("RR_PHASES")) {
     if (std::string_view(p) != "0" && std::string_view(p) != "1")
       fail(RR_ERR_INVALID_ARGUMENT, "RR_PHASES='{}' is not 0 or 1", p);
@@ -205,16 +215,22 @@ Config Config::load(const rr_config_t* o) {
   return c;
 }
 
+Algorithm Config::algorithmFor(Collective kind, size_t bytes) const {
+  const bool allReduce = kind == Collective::kAllReduce || kind == Collective::kBarrier;
+  if (!allReduce || !rdSupports(size) || algo == "ring") return Algorithm::kRing;
+  return algo == "rd" || bytes <= kRdMaxBytes ? Algorithm::kRd : Algorithm::kRing;
+}
+
 std::string Config::describe() const {
   return fmt::format(
       "rank {} of {} ({}), RR_ADDR={}, RR_SECRET {}, RR_TIMEOUT_MS={}, RR_CONNECT_TIMEOUT_MS={}, "
       "RR_SOCKET_IFNAME={}, RR_TRANSPORT={}, "
       "RR_SOCKETS_PER_LINK={}, RR_SEGMENT_BYTES={}, RR_FUSION_BYTES={}, RR_STALL_WARN_S={}, "
-      "RR_TIMELINE={}, RR_LOG_LEVEL={}, RR_SPIN_US={} ({}){}{}{}",
+      "RR_TIMELINE={}, RR_LOG_LEVEL={}, RR_SPIN_US={} ({}), RR_ALGO={}{}{}{}",
       rank, size, rankSource, addr.empty() ? "(none)" : addr, secret.empty() ? "unset" : "set",
       timeoutMs, connectTimeoutMs, ifname.empty() ? "(route to rank 0)" : ifname, transport, socketsPerLink, segmentBytes,
       fusionBytes, stallWarnS, timeline.empty() ? "(off)" : timeline, logLevel, spinUs, spinSource,
-      phases ? ", RR_PHASES=1" : "",
+      algo, phases ? ", RR_PHASES=1" : "",
       fakeDevice ? ", RR_TEST_FAKE_DEVICE=1 (every buffer is memory of a fake GPU)" : "",
       testHoldByHostFunction ? ", RR_TEST_HOLD_STREAM=host-function" : "");
 }

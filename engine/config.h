@@ -27,6 +27,9 @@
 //                           default 50, or 0 when this host's ranks (RR_LOCAL_SIZE,
 //                           OMPI_COMM_WORLD_LOCAL_SIZE, LOCAL_WORLD_SIZE, MPI_LOCALNRANKS)
 //                           outnumber its cores
+//   RR_ALGO                 the all-reduce's algorithm: ring, rd (recursive doubling; built
+//                           for 2 ranks only) or auto (default: rd up to kRdMaxBytes at 2
+//                           ranks, the ring otherwise); must be the same on every rank
 //   RR_PHASES=1             at destroy, print where each collective's time went (median per
 //                           phase and bucket size; phase_stats.h) to stderr
 //   RR_TEST_FAKE_DEVICE=1   tests only: every buffer counts as memory of a stand-in GPU in
@@ -43,6 +46,7 @@
 #include <cstdint>
 #include <string>
 
+#include "engine/ring_schedule.h"
 #include "ringreduce/ringreduce.h"
 
 namespace rr {
@@ -64,6 +68,7 @@ struct Config {
   double stallWarnS = 60;
   std::string timeline;
   std::string logLevel = "warn";
+  std::string algo = "auto";  // RR_ALGO: auto, ring or rd
   bool phases = false;
   int spinUs = 50;
   std::string spinSource = "default";  // why spinUs has its value, for the log
@@ -74,6 +79,13 @@ struct Config {
 
   // Throws RR_ERR_INVALID_ARGUMENT naming the variable and its value.
   static Config load(const rr_config_t* overrides);
+  // Auto picks recursive doubling for all-reduces up to this size at 2 ranks, where it
+  // was faster than the ring on loopback and emulated hosts (bench/RESULTS.md, "Small
+  // buckets": the algorithm by size).
+  static constexpr size_t kRdMaxBytes = size_t{64} << 10;
+  // The algorithm of a pass of `kind` moving `bytes` (the same on every rank with the same
+  // settings; the op header carries it and a rank that differs is named).
+  Algorithm algorithmFor(Collective kind, size_t bytes) const;
   std::string describe() const;  // one line for the INFO log
 };
 

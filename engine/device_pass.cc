@@ -71,6 +71,8 @@ bool DevicePass::completeRecvs(PassCounters& c) {
   while (recvLanded_ < c.recvPosted && left_.recvsDone() >= recvMsgAfter_[recvLanded_ % PassShape::kRing]) {
     const size_t k = recvLanded_;
     const Unit u = s_.unit(k);
+    // The send's copy out of the bucket is queued first: the engine's stream runs in order.
+    if (u.afterSend >= 0 && sendStaged_ <= static_cast<size_t>(u.afterSend)) break;
     uint64_t ticket = 0;
     if (u.recvInto != Buffer::kNone) {
       uint8_t* user = recv_ + u.recvOffset * es_;
@@ -82,8 +84,13 @@ bool DevicePass::completeRecvs(PassCounters& c) {
           forwarded = next.dependsOn == static_cast<int64_t>(k) && next.sendFrom != Buffer::kNone;
         }
         const bool staged = u.recvInto == Buffer::kStage;
-        ticket = device_.reduceCopyOut(staged ? outSlot(k) : user, send_ + u.reduceOffset * es_,
-                                       inSlot(k), staged || !forwarded ? nullptr : outSlot(k),
+        // In rank order: a segment from a lower rank is the first operand (receivedFirst is
+        // set only where the reduction is also the first, so both operands are scaled alike).
+        const uint8_t* mine = send_ + u.reduceOffset * es_;
+        const uint8_t* first = u.receivedFirst ? inSlot(k) : mine;
+        const uint8_t* second = u.receivedFirst ? mine : inSlot(k);
+        ticket = device_.reduceCopyOut(staged ? outSlot(k) : user, first,
+                                       second, staged || !forwarded ? nullptr : outSlot(k),
                                        u.recvCount, dtype_, op_,
                                        AvgStep{op_ == RR_AVG ? size_ : 0, u.firstReduce, u.lastReduce});
       } else {

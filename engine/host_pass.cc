@@ -46,6 +46,7 @@ bool HostPass::completeRecvs(PassCounters& c) {
   bool moved = false;
   while (c.recvDone < c.recvPosted && left_.recvsDone() >= recvMsgAfter_[c.recvDone % PassShape::kRing]) {
     const Unit u = s_.unit(c.recvDone);
+    if (u.afterSend >= 0 && c.sendDone <= static_cast<size_t>(u.afterSend)) break;
     if (u.recvInto != Buffer::kNone && u.reduce) {
       uint8_t* dst = u.recvInto == Buffer::kStage ? outSlot(u.recvOffset) : recv_ + u.recvOffset * es_;
       const uint8_t* mine = send_ + u.reduceOffset * es_;
@@ -55,9 +56,15 @@ bool HostPass::completeRecvs(PassCounters& c) {
         // the sum (the received one too on the first reduction), so no partial sum overflows.
         if (u.firstReduce) scale_(in, in, u.recvCount, dtype_, size_);
         scale_(dst, mine, u.recvCount, dtype_, size_);
-        reduce_(dst, dst, in, u.recvCount, dtype_, RR_SUM);
+        if (u.receivedFirst)
+          reduce_(dst, in, dst, u.recvCount, dtype_, RR_SUM);
+        else
+          reduce_(dst, dst, in, u.recvCount, dtype_, RR_SUM);
       } else {
-        reduce_(dst, mine, in, u.recvCount, dtype_, op_);
+        if (u.receivedFirst)
+          reduce_(dst, in, mine, u.recvCount, dtype_, op_);
+        else
+          reduce_(dst, mine, in, u.recvCount, dtype_, op_);
         if (u.lastReduce && op_ == RR_AVG) finalizeAvg(dst, u.recvCount, dtype_, size_);
       }
     }

@@ -1,7 +1,8 @@
 // The header that precedes every ring pass (DESIGN.md §6): the collectives the pass carries.
 //
 //   frame 1 (40 bytes):  first seq u64 | ops u32 | kind u32 | dtype u32 | op u32 | root i32 |
-//                        proposal u32 | count u64
+//                        flags u32 (bit 0: a fusion proposal; bits 8-15: the all-reduce's
+//                        algorithm, 0 ring, 1 recursive doubling) | count u64
 //   frame 2 (ops > 1):   count u64 x (ops - 1)
 //
 // Every rank sends its own header right as a pass starts, its first data right behind it,
@@ -38,6 +39,7 @@ struct GroupHeader {
   rr_op_t op = RR_SUM;
   int root = 0;
   bool proposal = false;
+  Algorithm algo = Algorithm::kRing;  // how the pass runs (a proposal's is not read)
   std::array<uint64_t, kMaxOps> counts{};
 
   void encode(uint8_t* out) const;

@@ -221,6 +221,12 @@ void ProgressEngine::checkLeftHeader(const GroupHeader& left, const GroupHeader&
   if (left.numOps != mine.numOps)
     fail(RR_ERR_MISMATCH, "ranks disagree on a collective: rank {} runs {} collectives in one pass from {}, rank {} runs {}",
          leftRank(), left.numOps, describeOp(left.opAt(0)), rank_, mine.numOps);
+  if (left.algo != mine.algo)
+    fail(RR_ERR_MISMATCH,
+         "ranks disagree on the algorithm of {}{}: rank {} runs {}, rank {} runs {} (RR_ALGO must be the "
+         "same on every rank)",
+         describeOp(mine.opAt(0)), mine.numOps > 1 ? fmt::format(" (fused with {} more)", mine.numOps - 1) : "",
+         leftRank(), algorithmName(left.algo), rank_, algorithmName(mine.algo));
 }
 
 bool ProgressEngine::progressLinks(uint64_t seq) {

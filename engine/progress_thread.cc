@@ -140,6 +140,11 @@ void Communicator::runPass(const std::vector<std::shared_ptr<Request>>& ops, con
   params.count = count;
   params.depth = ProgressEngine::kDepth;
   params.root = h.root;
+  params.algo = config_.algorithmFor(h.kind, count * es);
+  // This rank's header says which algorithm it runs; a left neighbour's that differs is
+  // named by the engine (the settings differ between the ranks).
+  GroupHeader mine = h;
+  mine.algo = params.algo;
   // Segments: a quarter of the largest block, rounded up to 4 KiB, at least 64 KiB and at
   // most RR_SEGMENT_BYTES; a broadcast chain is n-1 hops deep, so it cuts the whole bucket in
   // eight. Below 64 KiB a segment costs more in frames and wake-ups than its pipelining
@@ -156,7 +161,7 @@ void Communicator::runPass(const std::vector<std::shared_ptr<Request>>& ops, con
                                              engine_->segmentBytes());
   params.segElems = std::max<size_t>(1, segBytes / es);
 
-  PassTimes times = engine_->run(RingSchedule(params), h, leftHeader, send, recv, device);
+  PassTimes times = engine_->run(RingSchedule(params), mine, leftHeader, send, recv, device);
   times.start = waitStart;
   if (fused) fusion_->unpack(ops);
   if (timeline_) timeline_->pass(ops, times);

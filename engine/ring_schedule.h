@@ -14,6 +14,7 @@
 //                    partial sums live in staging slots, only block r is written to recv
 //   allgather      = all-gather starting from the rank's own block
 //   broadcast      = a pipelined chain root -> root+1 -> ... -> root-1
+//   all-reduce by recursive doubling (params.algo = kRd): the units of rd_schedule.h
 //
 // Cost of all-reduce: 2(n-1) latencies and 2(n-1)/n * S bytes sent per rank, the bandwidth
 // lower bound. To pipeline, each block is cut into rounds of `depth` segments; a transfer
@@ -34,6 +35,14 @@ enum class Collective : uint8_t { kAllReduce, kBroadcast, kAllGather, kReduceSca
 
 const char* collectiveName(Collective kind);
 
+// How an all-reduce moves its bytes: around the ring (2(n-1) hops, the bandwidth bound), or
+// by recursive doubling (rd_schedule.h: log2 n exchanges, for small buckets). Chosen per
+// pass by size (Config::algorithmFor) and carried in the op header, so that every rank
+// runs the same one or the mismatch is named.
+enum class Algorithm : uint8_t { kRing, kRd };
+
+const char* algorithmName(Algorithm algo);
+
 // Where the bytes of one side of a unit are. Offsets into kSend and kRecv are element
 // offsets into the user's buffer; for kStage the offset is the unit number whose partial
 // result the staging slot holds (the engine maps it to a slot).
@@ -52,6 +61,10 @@ struct Unit {
   bool firstReduce = false;    // the first reduction of these elements: the received
                                // segment is one rank's raw input (float RR_AVG scales it)
   bool lastReduce = false;     // the last reduction of these elements (integer RR_AVG divides here)
+  bool receivedFirst = false;  // the received segment is the first operand (it comes from a
+                               // lower rank: every rank then reduces in rank order)
+  int64_t afterSend = -1;      // the reduction may write only once this unit's send has read
+                               // its bytes (it overwrites them when the call is in place)
 
   int64_t dependsOn = -1;      // the send waits until the receive of this unit is done
 };
@@ -64,6 +77,7 @@ struct ScheduleParams {
   size_t segElems = 1;   // elements per segment (> 0)
   int depth = 2;         // segments per round per block (> 0)
   int root = 0;          // broadcast only
+  Algorithm algo = Algorithm::kRing;  // all-reduce only; kRd needs size 2 (rd_schedule.h)
 };
 
 class RingSchedule {

@@ -9,10 +9,12 @@
 #           and shared memory)
 #   asan    AddressSanitizer + UndefinedBehaviorSanitizer build (-fno-sanitize-recover=all;
 #           with UCX, whose tests run here too; the tsan build is -Ducx=disabled):
-#           unit, integration, faults in quick mode, and the 10,000-collective soak
+#           unit, integration, faults in quick mode, and the 10,000-collective soak (without
+#           the 'variant' runs: a test family again with a setting forced, e.g. RR_ALGO;
+#           a sample of those runs here and under TSan)
 #   tsan    ThreadSanitizer build: unit, integration, faults in quick mode, without the
-#           "heavy" run (collectives n=5: minutes here), the 128-rank job and the 36-run
-#           SIGSTOP repeat
+#           "heavy" run (collectives n=5: minutes here), the 128-rank job, the 36-run
+#           SIGSTOP repeat and the 'variant' runs
 #   fuzz    libFuzzer targets built with clang, each run for $FUZZ_SECONDS (default 60)
 # With no parts, all four run. The last line is "N passed, N failed" over every part.
 set -euo pipefail
@@ -114,7 +116,7 @@ case "$what" in
             -Dcpp_args=-fno-sanitize-recover=all -Dc_args=-fno-sanitize-recover=all || continue
           export RR_TEST_QUICK=1 RR_TEST_TIME_SCALE=3
           suite "$prefix-asan" "ASan+UBSan suite (quick) and soak" --timeout-multiplier 3 \
-            --suite unit --suite integration --suite faults --suite soak --no-suite repeat --no-suite scale
+            --suite unit --suite integration --suite faults --suite soak --no-suite repeat --no-suite scale --no-suite variant
           unset RR_TEST_QUICK RR_TEST_TIME_SCALE
           ;;
         tsan)
@@ -122,7 +124,7 @@ case "$what" in
           build "$prefix-tsan" -Dcuda=disabled -Ducx=disabled -Db_sanitize=thread -Db_lundef=false || continue
           export RR_TEST_QUICK=1 RR_TEST_TIME_SCALE=3 TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1"
           suite "$prefix-tsan" "TSan suite (quick, without the heavy runs)" --timeout-multiplier 3 \
-            --suite unit --suite integration --suite faults --no-suite heavy --no-suite repeat --no-suite scale
+            --suite unit --suite integration --suite faults --no-suite heavy --no-suite repeat --no-suite scale --no-suite variant
           # A sample of the UCX tests under TSan, in a build with UCX. UCX's memory hooks
           # (libucm patching madvise and mmap) crash in TSan's interceptors at thread start:
           # UCX_MEM_EVENTS=no turns them off (they serve registration caches, unused here).

@@ -3,7 +3,8 @@
 // 0, 1, n-1, n+1, a prime, and one larger than several segments. Integers must match the
 // scalar reference exactly; floats (random values in [-1, 1]) within a stated tolerance:
 // |got - want| <= tol * (|want| + 1) with tol = 1e-5 (fp32), 1e-12 (fp64), 2e-2 (fp16),
-// 8e-2 (bf16), since the ring adds in a different order than the reference.
+// 8e-2 (bf16), since the ring adds in a different order than the reference. Every
+// all-reduce's result must also be the same bytes on every rank (a hash of it, gathered).
 //
 // --device: the same checks on GPU buffers (counts 0, 1, 7, 1 Mi + 3): each call's buffers are
 // copied to GPU memory, the collective runs there on a stream of this program's, and the
@@ -168,6 +169,19 @@ void openGpu(size_t bytes) {
 #endif
 }
 
+// Every rank must hold the same bytes (whatever the algorithm, sums in one order
+// everywhere): each rank's FNV-1a hash of its result, gathered, must be rank 0's.
+void sameOnEveryRank(rr_comm_t comm, const uint8_t* p, size_t bytes, const std::string& what) {
+  uint64_t h = 1469598103934665603ULL;
+  for (size_t i = 0; i < bytes; ++i) h = (h ^ p[i]) * 1099511628211ULL;
+  std::vector<uint64_t> all(static_cast<size_t>(nranks));
+  check(rr_allgather(comm, &h, all.data(), 1, RR_UINT64, nullptr), what + ": gathering the hashes");
+  for (int r = 1; r < nranks; ++r)
+    if (all[static_cast<size_t>(r)] != all[0])
+      die(what + ": the result's bytes on rank " + std::to_string(r) + " differ from rank 0's");
+  ++checks;
+}
+
 // The reduction of all ranks' inputs, folded in rank order with the scalar reference.
 std::vector<uint8_t> reduced(size_t count, rr_dtype_t dtype, rr_op_t op, uint64_t seed) {
   const size_t es = rr::dtypeSize(dtype);
@@ -223,6 +237,7 @@ int main(int argc, char** argv) {
                   return rr_allreduce(comm, map(send.data()), map(out), count, dtype, op, st);
                 }), "allreduce " + tag);
           compare(out, reduced(count, dtype, op, seed).data(), count, dtype, "allreduce " + tag);
+          sameOnEveryRank(comm, out, count * es, "allreduce " + tag);
           // reduce_scatter: rank r receives block r
           ++seed;
           fillInput(send.data(), count * n, dtype, rank, seed);

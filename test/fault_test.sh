@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Faults in the middle of a 64 MiB all-reduce on 4 ranks over loopback: SIGKILL, SIGSTOP
+# Faults in the middle of a 64 MiB all-reduce on 4 ranks (RR_TEST_N=N: N ranks) over loopback: SIGKILL, SIGSTOP
 # (RR_TIMEOUT_MS=3000), a different count, exit without calling, rr_comm_abort, a rank late
 # in user code (rank 0: the others must name it, not their neighbour), and SIGSTOP in a loop
-# of small fused all-reduces. The victim is rank 2 unless said otherwise. Every surviving
+# of small fused all-reduces. The victim is rank 2 (rank 1 when N = 2) unless said otherwise. Every surviving
 # rank must return the named error, naming the culprit where it is a timeout, within the
 # timeout + 2 s of the fault, then the survivors form a new communicator and all-reduce
 # correctly, with no fd or thread left behind (fault_check checks each rank; this script
@@ -16,27 +16,29 @@ shift
 modes=("$@")
 [ ${#modes[@]} -gt 0 ] || modes=(kill stop count exit abort late stopsmall)
 repeat=${RR_TEST_REPEAT:-1}
+n=${RR_TEST_N:-4}
+last_rank=$((n - 1))
 dir=$(mktemp -d)
 trap 'kill -9 $(jobs -p) 2>/dev/null; rm -rf "$dir"' EXIT
 port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 failed=0
 for mode in "${modes[@]}"; do
-  victim=2 culprit=
+  victim=$((n > 2 ? 2 : 1)) culprit=
   case $mode in
     kill|exit) code=4 timeout_ms=20000 ;;  # RR_ERR_PEER_LOST
-    stop|stopsmall) code=3 timeout_ms=${RR_TEST_STOP_TIMEOUT_MS:-3000} culprit="rank 2 " ;;  # RR_ERR_TIMEOUT
+    stop|stopsmall) code=3 timeout_ms=${RR_TEST_STOP_TIMEOUT_MS:-3000} culprit="rank $victim " ;;  # RR_ERR_TIMEOUT
     late) code=3 timeout_ms=3000 victim=0 culprit="rank 0 has not submitted" ;;
     count) code=2 timeout_ms=20000 ;;      # RR_ERR_MISMATCH
     abort) code=6 timeout_ms=20000 ;;      # RR_ERR_ABORTED
   esac
   survivors=()
-  for r in 0 1 2 3; do [ $r = $victim ] || survivors+=($r); done
+  for r in $(seq 0 $last_rank); do [ $r = $victim ] || survivors+=($r); done
   for ((run = 1; run <= repeat; ++run)); do
     rm -f "$dir"/*
     p1=$(port) p2=$(port)
     pids=()
-    for r in 0 1 2 3; do
-      RR_RANK=$r RR_SIZE=4 RR_ADDR=127.0.0.1:$p1 RR_TEST_ADDR2=127.0.0.1:$p2 RR_SECRET=fault-test \
+    for r in $(seq 0 $last_rank); do
+      RR_RANK=$r RR_SIZE=$n RR_ADDR=127.0.0.1:$p1 RR_TEST_ADDR2=127.0.0.1:$p2 RR_SECRET=fault-test \
         RR_TIMEOUT_MS=$timeout_ms RR_TEST_FAULT_FILE=$dir/fault RR_TEST_CULPRIT="$culprit" \
         timeout --kill-after=5 90 "$check" "$mode" $victim "$code" >"$dir/out.$r" 2>"$dir/err.$r" &
       pids+=($!)

@@ -1,5 +1,5 @@
-// One rank of the mismatch test, started by `ringreduce run -n 4`: rank 2 calls all-reduce
-// with a different count. Every rank must fail with RR_ERR_MISMATCH, and the message must
+// One rank of the mismatch test, started by `ringreduce run -n 4` (or -n 2): rank 2 (rank 1
+// at n = 2) calls all-reduce with a different count. Every rank must fail with RR_ERR_MISMATCH, and the message must
 // name both ranks and both counts; then the communicator stays poisoned.
 //   (no argument)  every rank makes blocking calls: each pass starts at once, its header
 //                  travelling with its data
@@ -29,17 +29,19 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "init: %s\n", rr_last_error());
     return 1;
   }
-  int rank = 0;
+  int rank = 0, size = 0;
   rr_comm_rank(comm, &rank);
+  rr_comm_size(comm, &size);
+  const int odd = size > 2 ? 2 : 1;  // the rank whose call differs
   std::vector<float> buf(8192, 1.0f);
   if (rr_allreduce(comm, buf.data(), buf.data(), 4096, RR_FLOAT32, RR_SUM, nullptr) != RR_SUCCESS) {
     std::fprintf(stderr, "rank %d: first all-reduce failed: %s\n", rank, rr_last_error());
     return 1;
   }
-  const size_t count = rank == 2 ? 8000 : 4096;
+  const size_t count = rank == odd ? 8000 : 4096;
   rr_result_t rc = RR_SUCCESS;
   std::string msg;
-  if (async && rank != 2) {
+  if (async && rank != odd) {
     std::vector<float> second(4096, 1.0f);
     rr_request_t a = nullptr, b = nullptr;
     if (rr_allreduce_async(comm, buf.data(), buf.data(), count, RR_FLOAT32, RR_SUM, nullptr, &a) != RR_SUCCESS) {
@@ -66,11 +68,11 @@ int main(int argc, char** argv) {
     msg = rr_last_error();
   }
   std::printf("rank %d: %s: %s\n", rank, rr_result_string(rc), msg.c_str());
-  // Rank 2's neighbours each see a pair (1, 2) or (2, 3); every message names rank 2's call
+  // The odd rank's neighbours each see a pair (1, 2) or (2, 3); every message names its call
   // and the other rank's.
   // With fusion proposals, rank 2 may meet its left neighbour's proposal instead of a pass
   // header: then that is the other call named.
-  bool ok = rc == RR_ERR_MISMATCH && msg.find("rank 2 called op #2 allreduce(count=8000") != std::string::npos &&
+  bool ok = rc == RR_ERR_MISMATCH && msg.find("rank " + std::to_string(odd) + " called op #2 allreduce(count=8000") != std::string::npos &&
             (msg.find("called op #2 allreduce(count=4096") != std::string::npos ||
              (async && msg.find("proposed fusing from op #2 allreduce(count=4096") != std::string::npos));
   rr_result_t again = rr_barrier(comm);

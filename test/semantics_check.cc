@@ -9,6 +9,11 @@
 //                  sum divided (uint8 avg(200, 200) on 2 ranks is 72, as documented)
 //   nan            MIN and MAX propagate NaN, whichever rank holds it (every rank position,
 //                  every float dtype): every element of the result is NaN
+//   rank-order     results whose bits depend on the order of the operands (MIN and MAX of
+//                  +0 and -0, a SUM of NaNs with a different payload on each rank) are the
+//                  same bytes on every rank: each algorithm reduces in one order everywhere
+//   algo-mismatch  (n=2) rank 0 runs RR_ALGO=rd, rank 1 RR_ALGO=ring: the all-reduce fails
+//                  on both with a mismatch naming both ranks and both algorithms
 //   barrier        a barrier on one rank against an all-reduce of uint8 MAX on the others
 //                  (what a barrier sends) is a mismatch naming the barrier, on every rank
 //   waiters        the documented way to overlap: one thread submits 64 async all-reduces,
@@ -153,6 +158,64 @@ void nan() {
               rank, nranks, checked);
 }
 
+// A quiet NaN whose payload names `tag` (the bits of one element of `dtype`).
+void putNan(std::vector<uint8_t>& buf, size_t i, unsigned tag, rr_dtype_t dtype) {
+  uint8_t* p = buf.data() + i * rr::dtypeSize(dtype);
+  switch (dtype) {
+    case RR_FLOAT32: { const uint32_t b = 0x7fc00000U | tag << 8; std::memcpy(p, &b, 4); break; }
+    case RR_FLOAT64: { const uint64_t b = 0x7ff8000000000000ULL | uint64_t{tag} << 40; std::memcpy(p, &b, 8); break; }
+    case RR_FLOAT16: { const uint16_t b = static_cast<uint16_t>(0x7e00U | tag); std::memcpy(p, &b, 2); break; }
+    default: { const uint16_t b = static_cast<uint16_t>(0x7fc0U | tag); std::memcpy(p, &b, 2); }  // bf16
+  }
+}
+
+void rankOrder() {
+  const size_t count = 1009;
+  long checked = 0;
+  for (rr_dtype_t dtype : {RR_FLOAT32, RR_FLOAT64, RR_FLOAT16, RR_BFLOAT16}) {
+    for (rr_op_t op : {RR_MIN, RR_MAX, RR_SUM}) {
+      const size_t bytes = count * rr::dtypeSize(dtype);
+      std::vector<uint8_t> buf(bytes), all(bytes * static_cast<size_t>(nranks));
+      for (size_t i = 0; i < count; ++i) {
+        if (op == RR_SUM)
+          putNan(buf, i, static_cast<unsigned>(rank) + 1, dtype);
+        else
+          put(buf, i, (i + static_cast<size_t>(rank)) % 2 == 1 ? -0.0 : 0.0, dtype);
+      }
+      const std::string what = std::string(rr::opName(op)) + " of " + rr::dtypeName(dtype) +
+                               (op == RR_SUM ? " NaNs with each rank's payload" : " +0 and -0");
+      check(rr_allreduce(comm, buf.data(), buf.data(), count, dtype, op, nullptr), what);
+      check(rr_allgather(comm, buf.data(), all.data(), bytes, RR_UINT8, nullptr), what + ": gathering the results");
+      for (size_t i = 0; i < count; ++i, ++checked) {
+        const double v = get(buf, i, dtype);
+        if (op == RR_SUM ? !std::isnan(v) : v != 0.0)
+          die(what + " is " + std::to_string(v) + " at element " + std::to_string(i));
+      }
+      for (int r = 1; r < nranks; ++r) {
+        const uint8_t* theirs = all.data() + static_cast<size_t>(r) * bytes;
+        for (size_t b = 0; b < bytes; ++b)
+          if (theirs[b] != all[b])
+            die(what + ": rank " + std::to_string(r) + "'s result differs from rank 0's at element " +
+                std::to_string(b / rr::dtypeSize(dtype)));
+      }
+    }
+  }
+  std::printf("rank %d of %d: results whose bits depend on the operands' order are the same on every rank "
+              "(%ld elements)\n", rank, nranks, checked);
+}
+
+void algoMismatch() {
+  std::vector<float> buf(256, 1.0f);
+  const rr_result_t rc = rr_allreduce(comm, buf.data(), buf.data(), buf.size(), RR_FLOAT32, RR_SUM, nullptr);
+  const std::string message = rr_last_error();
+  if (rc != RR_ERR_MISMATCH) die(std::string("expected RR_ERR_MISMATCH, got ") + rr_result_string(rc) + ": " + message);
+  const bool both = message.find("rank 0 runs rd, rank 1 runs ring") != std::string::npos ||
+                    message.find("rank 1 runs ring, rank 0 runs rd") != std::string::npos;
+  if (!both || message.find("disagree on the algorithm of op #1 allreduce(count=256") == std::string::npos)
+    die("the mismatch does not name the collective, both ranks and both algorithms: " + message);
+  std::printf("rank %d: %s\n", rank, message.c_str());
+}
+
 void barrier() {
   std::vector<uint8_t> a(static_cast<size_t>(nranks), 0);
   const rr_result_t rc = rank == 0 ? rr_barrier(comm)
@@ -235,12 +298,18 @@ int main(int argc, char** argv) {
     if (rc == RR_SUCCESS) rr_comm_destroy(comm);
     return 0;
   }
+  if (mode == "algo-mismatch") {  // before init: the setting is read there
+    const char* r = std::getenv("RR_RANK");
+    setenv("RR_ALGO", r != nullptr && std::string(r) == "0" ? "rd" : "ring", 1);
+  }
   check(rr_comm_init_from_env(&comm), "rr_comm_init_from_env");
   check(rr_comm_rank(comm, &rank), "rank");
   check(rr_comm_size(comm, &nranks), "size");
   if (mode == "fusion-order") fusionOrder();
   else if (mode == "avg-overflow") avgOverflow();
   else if (mode == "nan") nan();
+  else if (mode == "rank-order") rankOrder();
+  else if (mode == "algo-mismatch") algoMismatch();
   else if (mode == "barrier") barrier();
   else if (mode == "waiters") waiters();
   else if (mode == "destroy-idle") destroyIdle();

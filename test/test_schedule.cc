@@ -1,12 +1,15 @@
 // RingSchedule against the closed form of DESIGN.md §4, and a simulation that runs every
 // rank's schedule in memory and checks the final buffers, for n = 1..16 and the counts
-// 0, 1, n-1, n, n+1, primes, and more than one round of segments.
+// 0, 1, n-1, n, n+1, primes, and more than one round of segments; recursive doubling's
+// units (rd_schedule.h) the same way at n = 2, with the order of their operands.
 #include <catch2/catch.hpp>
 
 #include <map>
 #include <vector>
 
+#include "engine/rd_schedule.h"
 #include "engine/ring_schedule.h"
+#include "transport/error.h"
 
 using rr::Buffer;
 using rr::Collective;
@@ -19,8 +22,10 @@ namespace {
 
 int mod(int x, int n) { return ((x % n) + n) % n; }
 
-RingSchedule make(Collective kind, int rank, int n, size_t count, size_t seg, int depth, int root = 0) {
+RingSchedule make(Collective kind, int rank, int n, size_t count, size_t seg, int depth, int root = 0,
+                  rr::Algorithm algo = rr::Algorithm::kRing) {
   ScheduleParams p;
+  p.algo = algo;
   p.kind = kind;
   p.rank = rank;
   p.size = n;
@@ -47,9 +52,10 @@ std::vector<size_t> countsFor(int n, size_t seg, int depth) {
 // at least `depth` units earlier) and returns every rank's receive buffer.
 std::vector<std::vector<int64_t>> simulate(Collective kind, int n, size_t count, size_t seg,
                                            int depth, int root,
-                                           const std::vector<std::vector<int64_t>>& input) {
+                                           const std::vector<std::vector<int64_t>>& input,
+                                           rr::Algorithm algo = rr::Algorithm::kRing) {
   std::vector<RingSchedule> s;
-  for (int r = 0; r < n; ++r) s.push_back(make(kind, r, n, count, seg, depth, root));
+  for (int r = 0; r < n; ++r) s.push_back(make(kind, r, n, count, seg, depth, root, algo));
   const size_t recvLen = kind == Collective::kAllGather ? count * n : count;
   std::vector<std::vector<int64_t>> recv(n, std::vector<int64_t>(recvLen, -999));
   if (kind == Collective::kBroadcast) recv[root] = input[root];
@@ -231,4 +237,39 @@ TEST_CASE("a forwarding send reads exactly what the unit it depends on received"
       }
     }
   }
+}
+
+TEST_CASE("recursive doubling at n = 2: one exchange of every segment, operands in rank order") {
+  const int n = 2;
+  for (size_t seg : {size_t{1}, size_t{3}, size_t{64}}) {
+    for (size_t count : countsFor(n, seg, 4)) {
+      CAPTURE(seg, count);
+      std::vector<std::vector<int64_t>> input(n);
+      for (int r = 0; r < n; ++r)
+        for (size_t i = 0; i < count; ++i) input[r].push_back(static_cast<int64_t>(i * 7 + 1000 * r));
+      const auto recv = simulate(Collective::kAllReduce, n, count, seg, 4, 0, input, rr::Algorithm::kRd);
+      for (int r = 0; r < n; ++r)
+        for (size_t i = 0; i < count; ++i) REQUIRE(recv[r][i] == input[0][i] + input[1][i]);
+      for (int r = 0; r < n; ++r) {
+        const RingSchedule s = make(Collective::kAllReduce, r, n, count, seg, 4, 0, rr::Algorithm::kRd);
+        REQUIRE(s.numUnits() == (count + seg - 1) / seg);
+        REQUIRE(s.reduceEnd() == s.numUnits());
+        for (size_t k = 0; k < s.numUnits(); ++k) {
+          const Unit u = s.unit(k);
+          REQUIRE(u.dependsOn == -1);                          // no unit waits for a receive
+          REQUIRE(u.afterSend == static_cast<int64_t>(k));     // in place: the send reads first
+          REQUIRE(u.sendFrom == Buffer::kSend);
+          REQUIRE(u.receivedFirst == (r == 1));                // rank 0's operand first, on both
+          REQUIRE((u.firstReduce && u.lastReduce));
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("recursive doubling is refused where it is not built") {
+  REQUIRE(rr::rdSupports(2));
+  for (int n : {1, 3, 4, 8}) REQUIRE_FALSE(rr::rdSupports(n));
+  REQUIRE_THROWS_AS(make(Collective::kAllReduce, 0, 4, 100, 8, 4, 0, rr::Algorithm::kRd), rr::Error);
+  REQUIRE_THROWS_AS(make(Collective::kAllGather, 0, 2, 100, 8, 4, 0, rr::Algorithm::kRd), rr::Error);
 }
