@@ -21,7 +21,8 @@
 namespace rr {
 
 constexpr uint32_t kMagic = 0x52524431;  // "RRD1"
-constexpr uint16_t kProtocolVersion = 1;
+// 2: the op header's flags carry the all-reduce's algorithm (engine/op_header.h)
+constexpr uint16_t kProtocolVersion = 2;
 
 // kData: a TCP data socket; kUcx: the connection over which two UCX neighbours exchange
 // their worker addresses (transport/ucx/ucx_transport.h).

@@ -89,20 +89,27 @@ bool TcpLink::progress() {
 }
 
 bool TcpLink::progressSend(Socket& s) {
+  // Every queued stripe of this socket in one sendmsg, up to kBatch of them: an op header
+  // and the data behind it leave in one call (one loopback delivery, one packet where they fit).
+  constexpr size_t kBatch = 8;
   bool moved = false;
   while (s.sendHead < s.sendTail) {
-    Stripe& st = s.sends[s.sendHead % kMaxQueued];
-    iovec iov[2];
-    int n = 0;
-    if (st.moved < kHeader) {
-      iov[n++] = {st.header.data() + st.moved, kHeader - st.moved};
-      if (st.len > 0) iov[n++] = {st.data, st.len};
-    } else {
-      iov[n++] = {st.data + (st.moved - kHeader), st.len - (st.moved - kHeader)};
+    iovec iov[2 * kBatch];
+    size_t n = 0;
+    for (uint64_t i = s.sendHead; i < s.sendTail && i < s.sendHead + kBatch; ++i) {
+      Stripe& st = s.sends[i % kMaxQueued];
+      if (st.moved < kHeader) {
+        iov[n++] = {st.header.data() + st.moved, kHeader - st.moved};
+        if (st.len > 0) iov[n++] = {st.data, st.len};
+      } else {
+        iov[n++] = {st.data + (st.moved - kHeader), st.len - (st.moved - kHeader)};
+      }
     }
+    size_t want = 0;
+    for (size_t i = 0; i < n; ++i) want += iov[i].iov_len;
     msghdr msg{};
     msg.msg_iov = iov;
-    msg.msg_iovlen = static_cast<size_t>(n);
+    msg.msg_iovlen = n;
     ssize_t sent = ::sendmsg(s.fd.get(), &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
     if (sent < 0) {
       if (errno == EAGAIN || errno == EINTR) break;
@@ -111,10 +118,19 @@ bool TcpLink::progressSend(Socket& s) {
       failErrno(errno, fmt::format("send to {}", name_));
     }
     moved = true;
-    st.moved += static_cast<size_t>(sent);
-    if (st.moved < kHeader + st.len) break;  // the socket buffer is full
-    ++s.sendHead;
-    finishStripe(send_, st.message);
+    // Hand the bytes sent to the stripes in order; fewer than asked means the socket
+    // buffer is full (epoll says when it has room again).
+    size_t left = static_cast<size_t>(sent);
+    while (left > 0) {
+      Stripe& st = s.sends[s.sendHead % kMaxQueued];
+      const size_t take = std::min(left, kHeader + st.len - st.moved);
+      st.moved += take;
+      left -= take;
+      if (st.moved < kHeader + st.len) break;
+      ++s.sendHead;
+      finishStripe(send_, st.message);
+    }
+    if (static_cast<size_t>(sent) < want) break;
   }
   return moved;
 }
