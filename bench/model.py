@@ -3,6 +3,8 @@
 
     time(n, S) = hops x latency + wire bytes / link rate + reduced bytes / reduce rate
     ring:  hops = 2(n-1),  wire bytes = 2(n-1)/n x S,  reduced bytes = (n-1)/n x S
+    rd:    hops = log2 n,  wire bytes = log2 n x S,    reduced bytes = log2 n x S
+           (recursive doubling, RR_ALGO=rd; built for n = 2, where it is one exchange)
 
 Terms, each measured on this machine in the run whose output is given (never a figure from
 another machine):
@@ -23,7 +25,11 @@ It prints its error against every measured point, then predicts time and busbw
 1 B parameter model (4 GB of fp32 gradients, in 25 MiB buckets), with a per-hop latency of
 the measured emulated-host latency (an assumption: real NICs and switches differ).
 
-Usage: python3 bench/model.py NETNS_OUTPUT [SCALE_OUTPUT] [REDUCE_RATE_GBS]
+With --rd RD_NETNS_OUTPUT (bench/netns_ring.sh run with RR_ALGO=rd, n = 2) it checks the
+rd line with the same terms: the 1-4 KiB points (one hop, against the ring's two) and the
+shaped points from 1 MiB. The predictions add the 4 KiB all-reduce by both algorithms.
+
+Usage: python3 bench/model.py [--rd RD_NETNS_OUTPUT] NETNS_OUTPUT [SCALE_OUTPUT] [REDUCE_RATE_GBS]
   NETNS_OUTPUT   output of bench/netns_ring.sh (lines "n=N SIZE B time T us busbw B GB/s",
                  "# iperf3 one stream: X Gbit/s")
   SCALE_OUTPUT   lines of test/scale_check ("N ranks: ... 4 KiB all-reduce T us; 1 MiB
@@ -37,6 +43,13 @@ def ring_time(n, size, latency, link, reduce_rate):
     if n < 2:
         return 0.0
     return 2 * (n - 1) * latency + 2 * (n - 1) / n * size / link + (n - 1) / n * size / reduce_rate
+
+
+def rd_time(n, size, latency, link, reduce_rate):
+    if n < 2:
+        return 0.0
+    steps = (n - 1).bit_length()  # log2 n, rounded up (the fold-in of n not a power of two: +2)
+    return steps * latency + steps * size / link + steps * size / reduce_rate
 
 
 def busbw(n, size, t):
@@ -69,12 +82,12 @@ def parse_scale(path):
     return points, link
 
 
-def check(name, points, latency_of, link_of, reduce_rate, terms):
+def check(name, points, latency_of, link_of, reduce_rate, terms, model=ring_time):
     print(f"\n{name}: {terms}")
     print(f"{'n':>5} {'size':>10} {'measured':>12} {'model':>12} {'error':>8}")
     worst = 0.0
     for n, size, t in points:
-        m = ring_time(n, size, latency_of(n), link_of(n), reduce_rate)
+        m = model(n, size, latency_of(n), link_of(n), reduce_rate)
         err = (m - t) / t
         worst = max(worst, abs(err))
         print(f"{n:>5} {size:>10} {t * 1e3:>10.3f}ms {m * 1e3:>10.3f}ms {err * 100:>7.1f}%"
@@ -87,6 +100,10 @@ def main():
     if len(sys.argv) < 2:
         print(__doc__)
         sys.exit(2)
+    rd_path = None
+    if sys.argv[1] == "--rd":
+        rd_path = sys.argv[2]
+        del sys.argv[1:3]
     reduce_rate = float(sys.argv[3]) * 1e9 if len(sys.argv) > 3 else 8e9
     points, link = parse_netns(sys.argv[1])
     if not points or link is None:
@@ -99,6 +116,14 @@ def main():
     check("emulated hosts (tc tbf links), 1 MiB and up", shaped, lambda n: latency, lambda n: link, reduce_rate,
           f"latency {latency * 1e6:.1f} us/hop (4 KiB, n={small[0]}), link {link / 1e9:.3f} GB/s "
           f"(iperf3), reduce {reduce_rate / 1e9:.2f} GB/s")
+    if rd_path:
+        rpoints, _ = parse_netns(rd_path)
+        rpoints = [p for p in rpoints if p[0] == 2 and (p[1] <= 4096 or p[1] >= 1 << 20)]
+        # Below 1 MiB only the latency term holds (tbf's burst), as for the ring: the small
+        # points check that rd pays one hop where the ring pays two.
+        check("recursive doubling (RR_ALGO=rd), emulated hosts n = 2: 1-4 KiB and 1 MiB up",
+              rpoints, lambda n: latency, lambda n: link, reduce_rate,
+              f"the same terms; 1 hop, S on the wire each way, S reduced", model=rd_time)
     if len(sys.argv) > 2:
         spoints, _ = parse_scale(sys.argv[2])
         if spoints:
@@ -138,6 +163,13 @@ def main():
         eff = [ (2 * (n - 1) / n * size / rate) / ring_time(n, size, latency, rate, reduce_rate)
                 for n in (8, 128, 1024, 4096)]
         print(f"{'25 MiB: share of link rate':>26}" + "".join(f"{e:>16.2f}" for e in eff))
+        # A small bucket is latency: the ring's 2(n-1) hops against recursive doubling's
+        # log2 n (built for n = 2 only; for more ranks, what it would take if built).
+        small = 4096
+        print(f"{'4 KiB, ring (us)':>26}" + "".join(
+            f"{ring_time(n, small, latency, rate, reduce_rate) * 1e6:>16.0f}" for n in (8, 128, 1024, 4096)))
+        print(f"{'4 KiB, rd (us)':>26}" + "".join(
+            f"{rd_time(n, small, latency, rate, reduce_rate) * 1e6:>16.0f}" for n in (8, 128, 1024, 4096)))
 
 
 if __name__ == "__main__":

@@ -7,11 +7,13 @@
 #   loopback n = 2, 4            every rank on this host over 127.0.0.1
 #   emulated hosts n = 2, 4      each rank in a network namespace of its own, its link shaped
 #                                by `tc tbf` to RATE (as bench/netns_ring.sh), iperf3 first
-# Every tool's results are checked (WRONG marks a size whose result was wrong).
+# Every tool's results are checked (WRONG marks a size whose result was wrong). The whole
+# sweep runs PEERS_ROUNDS times (default 3); each cell is the median round.
 # Usage: bash bench/peers.sh BUILD_DIR [MAX_BYTES] [RATE] [BEFORE_BUILD_DIR]
 #   BEFORE_BUILD_DIR adds a column for ringreduce from another build (a before/after table).
 #   Where ranks outnumber this host's cores the spin is off by default (RR_SPIN_US); a column
-#   ringreduce-spin50 then shows the same run with RR_SPIN_US=50.
+#   ringreduce-spin50 then shows the same run with RR_SPIN_US=50. At n = 2, ringreduce-ring
+#   is the run with RR_ALGO=ring (auto picks recursive doubling for small buckets there).
 # Needs root (namespaces), mpicc/mpirun (openmpi-bin, libopenmpi-dev), libgloo-dev, iperf3.
 set -uo pipefail
 build=$(cd "${1:?usage: peers.sh BUILD_DIR [MAX_BYTES] [RATE] [BEFORE_BUILD_DIR]}" && pwd)
@@ -39,19 +41,19 @@ echo "# $(date -u +%Y-%m-%dT%H:%MZ) $(nproc) cores, $iters timed iterations per 
 ours() {  # ours NAME CASE N RINGREDUCE [ns]
   local name=$1 case=$2 n=$3 bin=$4 ns=${5:-}
   if [ -z "$ns" ]; then
-    "$bin" bench -N "$n" -b 1K -e "$max" -f 4 -n "$iters" -w 3 2>"$out/$name.$case.err" |
-      awk '/^ +[0-9]/ {print $1, $6, $8, ($9 == 0 ? "" : "WRONG")}' >"$out/$name.$case"
+    "$bin" bench -N "$n" -b 1K -e "$max" -f 4 -n "$iters" -w 3 2>"$res/$name.$case.err" |
+      awk '/^ +[0-9]/ {print $1, $6, $8, ($9 == 0 ? "" : "WRONG")}' >"$res/$name.$case"
     return
   fi
   local port=$((29700 + RANDOM % 200)) pids=()
   for ((r = 0; r < n; ++r)); do
     ip netns exec "$tag-$r" env RR_RANK=$r RR_SIZE=$n RR_LOCAL_SIZE=$n RR_ADDR=10.232.0.1:$port RR_SECRET=peers \
-      timeout 900 "$bin" bench -b 1K -e "$max" -f 4 -n "$iters" -w 3 >"$out/$name.$case.$r" 2>&1 &
+      timeout 900 "$bin" bench -b 1K -e "$max" -f 4 -n "$iters" -w 3 >"$res/$name.$case.$r" 2>&1 &
     pids+=($!)
   done
   for p in "${pids[@]}"; do wait "$p"; done
-  awk '/^ +[0-9]/ {print $1, $6, $8, ($9 == 0 ? "" : "WRONG")}' "$out/$name.$case.0" >"$out/$name.$case"
-  cp "$out/$name.$case.0" "$out/$name.$case.err"
+  awk '/^ +[0-9]/ {print $1, $6, $8, ($9 == 0 ? "" : "WRONG")}' "$res/$name.$case.0" >"$res/$name.$case"
+  cp "$res/$name.$case.0" "$res/$name.$case.err"
 }
 mpi() {  # mpi NAME CASE N BTL [ns]: in namespaces, each rank execs into its own
   local name=$1 case=$2 n=$3 btl=$4 ns=${5:-} cmd=("$out/mpi_allreduce") iface=lo
@@ -63,32 +65,34 @@ mpi() {  # mpi NAME CASE N BTL [ns]: in namespaces, each rank execs into its own
     pmix=(PMIX_MCA_ptl_tcp_remote_connections=1 PMIX_MCA_ptl_tcp_if_include="${tag}r")
   fi
   env "${pmix[@]}" timeout 900 mpirun --allow-run-as-root --oversubscribe -n "$n" --mca btl "$btl" --mca btl_tcp_if_include "$iface" \
-    --mca pml ob1 "${cmd[@]}" 1024 "$max" "$iters" 3 >"$out/$name.$case" 2>"$out/$name.$case.err"
+    --mca pml ob1 "${cmd[@]}" 1024 "$max" "$iters" 3 >"$res/$name.$case" 2>"$res/$name.$case.err"
 }
 gloo() {  # gloo NAME CASE N ALGO [ns]
   local name=$1 case=$2 n=$3 algo=$4 ns=${5:-} store
   store=$(mktemp -d -p "$out")
   if [ -z "$ns" ]; then
     timeout 900 "$rr" run -n "$n" -- "$out/gloo_allreduce" "$algo" "$store" 1024 "$max" "$iters" 3 \
-      >"$out/$name.$case.raw" 2>"$out/$name.$case.err"
-    sed -n 's/^\[0\] //p' "$out/$name.$case.raw" >"$out/$name.$case"
+      >"$res/$name.$case.raw" 2>"$res/$name.$case.err"
+    sed -n 's/^\[0\] //p' "$res/$name.$case.raw" >"$res/$name.$case"
     return
   fi
   local pids=()
   for ((r = 0; r < n; ++r)); do
     ip netns exec "$tag-$r" env RR_RANK=$r RR_SIZE=$n GLOO_HOST=10.232.0.$((r + 1)) \
-      timeout 900 "$out/gloo_allreduce" "$algo" "$store" 1024 "$max" "$iters" 3 >"$out/$name.$case.$r" 2>>"$out/$name.$case.err" &
+      timeout 900 "$out/gloo_allreduce" "$algo" "$store" 1024 "$max" "$iters" 3 >"$res/$name.$case.$r" 2>>"$res/$name.$case.err" &
     pids+=($!)
   done
   for p in "${pids[@]}"; do wait "$p"; done
-  cp "$out/$name.$case.0" "$out/$name.$case"
+  cp "$res/$name.$case.0" "$res/$name.$case"
 }
 
-names=(${before:+ringreduce-before} ringreduce ringreduce-spin50 ompi-tcp ompi-vader gloo-ring gloo-hd)
+names=(${before:+ringreduce-before} ringreduce ringreduce-ring ringreduce-spin50 ompi-tcp ompi-vader gloo-ring gloo-hd)
 run_case() {  # run_case CASE N [ns]
   local case=$1 n=$2 ns=${3:-}
   [ -n "$before" ] && ours ringreduce-before "$case" "$n" "$before/cli/ringreduce" $ns
   ours ringreduce "$case" "$n" "$rr" $ns
+  # At 2 ranks auto runs recursive doubling up to its threshold: this column is the ring.
+  [ "$n" = 2 ] && RR_ALGO=ring ours ringreduce-ring "$case" "$n" "$rr" $ns
   # More ranks than cores: the spin is off by default; this column forces it on.
   [ "$n" -gt "$(nproc)" ] && RR_SPIN_US=50 ours ringreduce-spin50 "$case" "$n" "$rr" $ns
   mpi ompi-tcp "$case" "$n" self,tcp $ns
@@ -96,11 +100,10 @@ run_case() {  # run_case CASE N [ns]
   gloo gloo-ring "$case" "$n" ring $ns
   gloo gloo-hd "$case" "$n" halving_doubling $ns
 }
-run_case loopback-n2 2
-run_case loopback-n4 4
-
 # Emulated hosts: four namespaces on a bridge, each link shaped to RATE both ways.
+hosts=0
 if hosts_up "$tag" 4 10.232.0 "$rate"; then
+  hosts=1
   # This host on the bridge too (unshaped; only mpirun's PMIx server talks over it).
   ip link add "${tag}r" type veth peer name "${tag}h"
   ip link set "${tag}h" netns "$tag-hub"
@@ -113,10 +116,22 @@ if hosts_up "$tag" 4 10.232.0 "$rate"; then
     ip netns exec "$tag-0" iperf3 -c 10.232.0.2 -t 3 -f g 2>/dev/null |
       awk '/receiver/ {print "# emulated hosts: tc tbf '"$rate"' per link; iperf3 one stream: " $7 " Gbit/s"}'
   fi
-  run_case hosts-n2 2 ns
-  run_case hosts-n4 4 ns
 else
   echo "# emulated hosts skipped: network namespaces unavailable (needs root)"
 fi
+# PEERS_ROUNDS rounds of every case (each tool in turn within a round); the tables show the
+# median round per size, so that one noisy moment on a shared machine does not decide a cell.
+rounds=${PEERS_ROUNDS:-3}
+for ((k = 1; k <= rounds; ++k)); do
+  res=$out/round$k
+  mkdir -p "$res"
+  run_case loopback-n2 2
+  run_case loopback-n4 4
+  if [ $hosts = 1 ]; then
+    run_case hosts-n2 2 ns
+    run_case hosts-n4 4 ns
+  fi
+done
+echo "# each cell: the median of $rounds rounds"
 
-python3 "$here/table.py" "$out" loopback-n2,loopback-n4,hosts-n2,hosts-n4 "${names[@]}"
+python3 "$here/table.py" "$out/round*" loopback-n2,loopback-n4,hosts-n2,hosts-n4 "${names[@]}"

@@ -1,8 +1,11 @@
 """Markdown tables of one benchmark run, one per case: time per all-reduce (us) / busbw
 (GB/s) for each size and tool. Reads OUT/TOOL.CASE files of "bytes time_us busbw [WRONG]"
 lines (what bench/transports.sh and bench/peers.sh collect); a tool without results for a
-case is named under its table with the tail of OUT/TOOL.CASE.err.
+case is named under its table with the tail of OUT/TOOL.CASE.err. OUT may be a glob of
+several runs' folders (bench/peers.sh's rounds): each cell is then the run with the median
+time for that size (WRONG if any run was wrong).
 Usage: python3 table.py OUT CASE[,CASE...] TOOL..."""
+import glob
 import os
 import sys
 
@@ -17,10 +20,21 @@ def load(path):
     return rows
 
 
+def median_of(paths):
+    runs = [load(p) for p in paths]
+    rows = {}
+    for size in sorted({s for r in runs for s in r}):
+        got = sorted((r[size] for r in runs if size in r), key=lambda row: row[0])
+        us, bw, _ = got[(len(got) - 1) // 2]
+        rows[size] = (us, bw, any(row[2] for row in got))
+    return rows
+
+
 def main():
-    out, cases, tools = sys.argv[1], sys.argv[2].split(","), sys.argv[3:]
+    outs, cases, tools = sorted(glob.glob(sys.argv[1])) or [sys.argv[1]], sys.argv[2].split(","), sys.argv[3:]
+    out = outs[-1]  # where a missing result's error is read
     for case in cases:
-        data = {t: load(f"{out}/{t}.{case}") for t in tools}
+        data = {t: median_of([f"{o}/{t}.{case}" for o in outs]) for t in tools}
         # A tool with no file at all for the case did not run there (e.g. shared memory
         # between emulated hosts); one that ran and left nothing is reported.
         cols = [t for t in tools if data[t] or os.path.exists(f"{out}/{t}.{case}.err")]
