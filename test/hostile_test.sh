@@ -5,9 +5,10 @@
 # right secret but another size tries to join, and a second process claims rank 1. Then,
 # while the job runs 500 collectives, the client attacks the rendezvous port again and any
 # port the ranks still listen on (usually none: a rank closes its data port once both ring
-# neighbours are in, so "none" below is the expected finding, not a probe that missed). The job must form and its results stay correct (async_check
-# checks them); every rejection must be logged with the peer's address; exactly one of the
-# two rank-1 processes is turned away, told that rank 1 joined twice (or, if it came late,
+# neighbours are in, so "none" below is the expected finding, not a probe that missed).
+# The job must form and its results stay correct (async_check checks them); every
+# rejection must be logged with the peer's address; exactly one of the two rank-1
+# processes is turned away, told that rank 1 joined twice (or, if it came late,
 # that all ranks had joined, or, later still, refused by the closed port).
 set -uo pipefail
 check=$1 client=$2
