@@ -50,6 +50,20 @@ int countEntries(const char* dir) {
   return n - (std::strcmp(dir, "/proc/self/fd") == 0 ? 1 : 0);  // the DIR's own fd
 }
 
+// The threads of this process. pthread_join returns once the kernel has woken the joiner,
+// which it does before the exiting thread leaves /proc/self/task: read until two reads
+// 10 ms apart agree (at most 1 s), or the count is `want` (-1: any).
+int countThreads(int want = -1) {
+  int n = countEntries("/proc/self/task");
+  for (int i = 0; i < 100 && n != want; ++i) {
+    usleep(10000);
+    const int again = countEntries("/proc/self/task");
+    if (again == n && want < 0) break;
+    n = again;
+  }
+  return n;
+}
+
 void markFault() {
   if (const char* f = std::getenv("RR_TEST_FAULT_FILE")) {
     if (FILE* out = std::fopen(f, "w")) {
@@ -90,7 +104,7 @@ int main(int argc, char** argv) {
   // that the counts compare the library's threads only.
   std::thread([] {}).join();
   const int fds0 = countEntries("/proc/self/fd");
-  const int threads0 = countEntries("/proc/self/task");
+  const int threads0 = countThreads();
 
   rr_comm_t comm = nullptr;
   if (rr_comm_init_from_env(&comm) != RR_SUCCESS) {
@@ -212,7 +226,7 @@ int report(rr_comm_t comm, int rank, int size, int victim, int expected, rr_resu
   for (float x : v)
     if (x != want) ok = false;
   rr_comm_destroy(comm);
-  const int fds1 = countEntries("/proc/self/fd"), threads1 = countEntries("/proc/self/task");
+  const int fds1 = countEntries("/proc/self/fd"), threads1 = countThreads(threads0);
   std::printf("rank %d: recovered as rank %d of %d, all-reduce %s; fds %d -> %d, threads %d -> %d\n",
               rank, cfg.rank, cfg.size, ok ? "correct" : "WRONG", fds0, fds1, threads0, threads1);
   return ok && fds0 == fds1 && threads0 == threads1 ? 0 : 1;
