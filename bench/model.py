@@ -8,8 +8,10 @@
 
 Terms, each measured on this machine in the run whose output is given (never a figure from
 another machine):
-  latency      per hop: from the 4 KiB all-reduce of the same run (its time / 2(n-1) at the
-               smallest n measured), where bytes are negligible
+  latency      per hop: from the 4 KiB all-reduce of the same run, where bytes are
+               negligible: its time / 2(n-1) at the smallest n above 2 (at n = 2 RR_ALGO=auto
+               runs recursive doubling up to 64 KiB, one hop, not the ring's two), the median
+               of the runs at that n
   link rate    iperf3's rate in the same run (emulated hosts: tc tbf per link)
   reduce rate  the host reducer's rate (fp32 sum, `reduce_rate` in the same run)
 
@@ -22,7 +24,7 @@ all-reduce of the smallest job. The other points check it.
 It prints its error against every measured point, then predicts time and busbw
 (= algbw x 2(n-1)/n) for n up to 4,096 at 25 and 100 Gbit/s for the buckets of ResNet-50
 (25 MiB, the Horovod/PyTorch default bucket; 97.5 MiB of fp32 gradients in all) and of a
-1 B parameter model (4 GB of fp32 gradients, in 25 MiB buckets), with a per-hop latency of
+1 B parameter model (4 GB of fp32 gradients, as one pass and in 25 MiB buckets), with a per-hop latency of
 the measured emulated-host latency (an assumption: real NICs and switches differ).
 
 With --rd RD_NETNS_OUTPUT (bench/netns_ring.sh run with RR_ALGO=rd, n = 2) it checks the
@@ -33,9 +35,12 @@ Usage: python3 bench/model.py [--rd RD_NETNS_OUTPUT] NETNS_OUTPUT [SCALE_OUTPUT]
   NETNS_OUTPUT   output of bench/netns_ring.sh (lines "n=N SIZE B time T us busbw B GB/s",
                  "# iperf3 one stream: X Gbit/s")
   SCALE_OUTPUT   lines of test/scale_check ("N ranks: ... 4 KiB all-reduce T us; 1 MiB
-                 all-reduce T ms") from the loopback jobs, with "# iperf3 loopback: X Gbit/s"
+                 all-reduce T ms") from the loopback jobs, with "# iperf3 loopback: X Gbit/s";
+                 where a job ran several times (bench/scale.sh's rounds), the median of each
+                 figure is the point
 """
 import re
+import statistics
 import sys
 
 
@@ -68,6 +73,14 @@ def parse_netns(path):
     return points, link
 
 
+def median_points(points):
+    """One point per (n, size): the median time of the runs that measured it."""
+    runs = {}
+    for n, size, t in points:
+        runs.setdefault((n, size), []).append(t)
+    return [(n, size, statistics.median(ts)) for (n, size), ts in sorted(runs.items())]
+
+
 def parse_scale(path):
     points, link = [], None
     for line in open(path):
@@ -79,7 +92,7 @@ def parse_scale(path):
             n = int(m.group(1))
             points.append((n, 4096, float(m.group(2)) * 1e-6))
             points.append((n, 1 << 20, float(m.group(3)) * 1e-3))
-    return points, link
+    return median_points(points), link
 
 
 def check(name, points, latency_of, link_of, reduce_rate, terms, model=ring_time):
@@ -108,7 +121,11 @@ def main():
     points, link = parse_netns(sys.argv[1])
     if not points or link is None:
         sys.exit("no emulated-host points or no iperf3 rate in " + sys.argv[1])
-    small = min((p for p in points if p[1] <= 4096), key=lambda p: p[0])
+    ring_small = [p for p in points if p[1] <= 4096 and p[0] > 2]
+    if not ring_small:
+        sys.exit("no 4 KiB point above n = 2 (the ring's latency) in " + sys.argv[1])
+    n_small = min(p[0] for p in ring_small)
+    small = (n_small, 4096, statistics.median(p[2] for p in ring_small if p[0] == n_small))
     latency = small[2] / (2 * (small[0] - 1))
     # Below 1 MiB a message fits tbf's 256 KiB burst and passes unshaped: the link term
     # does not hold there, so those points fit only the latency.
@@ -143,20 +160,23 @@ def main():
 
     print("\nPredictions (ring, per-hop latency as on emulated hosts, "
           f"{latency * 1e6:.0f} us; reduce {reduce_rate / 1e9:.1f} GB/s):")
-    buckets = {"ResNet-50, 25 MiB bucket": 25 << 20, "1 B params, 25 MiB bucket": 25 << 20,
-               "ResNet-50, all 97.5 MiB": int(97.5 * (1 << 20)), "1 B params, all 4 GB": 4 << 30}
+    # (name, bucket bytes, buckets per step): a step's gradients all-reduced as one pass, or
+    # in 25 MiB buckets one pass each (a 1 B parameter model's 4 GB is 164 of them).
+    bucket = 25 << 20
+    rows = [("ResNet-50, 25 MiB bucket", bucket, 1),
+            ("ResNet-50, all 97.5 MiB", int(97.5 * (1 << 20)), 1),
+            ("1 B params, 4 GB in one", 4 << 30, 1),
+            ("1 B params, 164 x 25 MiB", bucket, -(-(4 << 30) // bucket))]
     for gbit in (25, 100):
         rate = gbit * 1e9 / 8
-        print(f"\n{gbit} Gbit/s links: busbw in GB/s (time)")
+        print(f"\n{gbit} Gbit/s links: busbw in GB/s (time per step)")
         header = "".join(f"{'n=' + str(n):>16}" for n in (8, 128, 1024, 4096))
         print(f"{'bucket':>26}{header}")
-        for name, size in buckets.items():
-            if name.startswith("1 B params, 25"):
-                continue
+        for name, size, count in rows:
             row = ""
             for n in (8, 128, 1024, 4096):
-                t = ring_time(n, size, latency, rate, reduce_rate)
-                row += f"{busbw(n, size, t) / 1e9:>7.2f} ({t * 1e3:>5.0f}ms)"
+                t = count * ring_time(n, size, latency, rate, reduce_rate)
+                row += f"{busbw(n, count * size, t) / 1e9:>7.2f} ({t * 1e3:>5.0f}ms)"
             print(f"{name:>26}{row}")
         # The share of the bandwidth bound that latency leaves at each n (25 MiB buckets).
         size = 25 << 20

@@ -4,6 +4,18 @@
 # each. Addresses are SUBNET.1 .. SUBNET.N (a /24 that exists only inside the namespaces).
 # Needs root and iproute2.
 #
+# Shaped hosts (RATE given) behave as hosts with NICs, not as processes sharing 2 cores:
+# - TCP congestion control: cubic (Linux's default; $RR_NETNS_CC overrides) in every host,
+#   whatever this machine's own default is. This machine's kernel defaults to bbr, whose
+#   ProbeRTT phase drops a flow's window to 4 packets for 200 ms whenever 10 s pass without
+#   a lower RTT sample, which never comes behind tbf's standing queue: runs longer than
+#   ~8 s lost 3-12% to it (bench/RESULTS.md, "Emulated hosts"). A namespace may only pick a
+#   congestion control that the host allows, so the host's allowed list gains it (its own
+#   default is left as it is; hosts_down puts the list back).
+# - RPS on every veth end (rps_cpus: all cores): a NIC keeps a flow's packets in order
+#   (RSS), but a veth hands each packet to the backlog of the core its sender runs on, and
+#   a sender that moves between cores gets its flow reordered (spurious fast retransmits).
+#
 #   hosts_up TAG N SUBNET [RATE]   makes TAG-0 .. TAG-(N-1) and TAG-hub; returns 77 (skip)
 #                                  when namespaces cannot be made
 #   hosts_link TAG R               the hub end of host R's link (to take it down)
@@ -29,13 +41,30 @@ hosts_up() {
     if [ -n "$rate" ]; then
       ip netns exec "$ns" tc qdisc add dev eth0 root tbf rate "$rate" burst 256kb latency 50ms
       ip netns exec "$tag-hub" tc qdisc add dev "$hub" root tbf rate "$rate" burst 256kb latency 50ms
+      hosts_like_nics "$tag" "$ns" "$hub" || return 1
     fi
   done
+}
+
+hosts_saved_allowed=
+hosts_like_nics() {
+  local tag=$1 ns=$2 hub=$3 cc=${RR_NETNS_CC:-cubic} cores allowed
+  cores=$(printf '%x' $(( (1 << $(nproc)) - 1 )))
+  allowed=$(sysctl -n net.ipv4.tcp_allowed_congestion_control)
+  if [[ " $allowed " != *" $cc "* ]]; then
+    hosts_saved_allowed=$allowed
+    sysctl -qw net.ipv4.tcp_allowed_congestion_control="$allowed $cc" || return 1
+  fi
+  ip netns exec "$ns" sysctl -qw net.ipv4.tcp_congestion_control="$cc" || return 1
+  ip netns exec "$ns" sh -c "echo $cores > /sys/class/net/eth0/queues/rx-0/rps_cpus"
+  ip netns exec "$tag-hub" sh -c "echo $cores > /sys/class/net/$hub/queues/rx-0/rps_cpus"
 }
 
 hosts_down() {
   local tag=$1 n=$2 r
   for ((r = 0; r < n; ++r)); do ip netns del "$tag-$r" 2>/dev/null; done
   ip netns del "$tag-hub" 2>/dev/null
+  [ -n "$hosts_saved_allowed" ] && sysctl -qw net.ipv4.tcp_allowed_congestion_control="$hosts_saved_allowed"
+  hosts_saved_allowed=
   return 0
 }
