@@ -1,13 +1,18 @@
 #!/usr/bin/env bash
 # Transports side by side on this host, one run (bench/RESULTS.md, "Transports"): for
-# n = 2 and 4, all-reduce fp32 sum from 4 KiB to 256 MiB (x4), 10 timed iterations after 2
-# warm-ups, time per all-reduce and busbw, over
+# n = 2 and 4, all-reduce fp32 sum from 4 KiB to 256 MiB (x4), time per all-reduce and
+# busbw (4-256 KiB: 200 timed iterations after 20 warm-ups; 10 were too few to hold a small
+# collective's time still here; 1 MiB up: 10 after 2), over
 #   tcp          ringreduce, RR_TRANSPORT=tcp (and the same from BEFORE_BUILD when given:
 #                the TCP path before a change, for a before/after table)
 #   ucx-tcp      ringreduce, RR_TRANSPORT=ucx UCX_TLS=tcp UCX_NET_DEVICES=lo
+#   ucx-tcp-uct  the same with UCX's own tcp segment sizes (UCX_TCP_TX_SEG_SIZE=8K
+#                UCX_TCP_RX_SEG_SIZE=64K), which the transport overrides by default
 #   ucx-sm       ringreduce, RR_TRANSPORT=ucx UCX_TLS=sm
 #   ompi-vader   Open MPI's MPI_Allreduce, --mca btl self,vader (shared memory)
 #   ompi-tcp     Open MPI's MPI_Allreduce, --mca btl self,tcp on lo
+# TRANSPORTS_ROUNDS=K (default 1) runs it all K times; each cell is then the round with the
+# median time (bench/table.py).
 # Usage: bash bench/transports.sh BUILD_DIR [BEFORE_BUILD_DIR]   (needs mpicc, mpirun)
 set -uo pipefail
 build=$(cd "${1:?usage: transports.sh BUILD_DIR [BEFORE_BUILD_DIR]}" && pwd)
@@ -17,22 +22,36 @@ out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 mpicc -O2 -o "$out/mpi_allreduce" "$(dirname "$0")/mpi_allreduce.c" || exit 1
 echo "# $(date -u +%Y-%m-%dT%H:%MZ) $(nproc) cores; $("$rr" info | grep '^transports')"
+# Two sweeps (small sizes with more iterations) into one file per tool and case.
 ours() {  # ours NAME N RINGREDUCE ENV...: "bytes time busbw" lines
   local name=$1 n=$2 bin=$3
   shift 3
-  env "$@" "$bin" bench -N "$n" -b 4K -e 256M -f 4 -n 10 -w 2 2>"$out/$name.n=$n.err" |
-    awk '/^ +[0-9]/ {print $1, $6, $8, ($9 == 0 ? "" : "WRONG")}' >"$out/$name.n=$n"
+  : >"$dir/$name.n=$n"
+  for sweep in "4K 256K 200 20" "1M 256M 10 2"; do
+    read -r lo hi iters warm <<<"$sweep"
+    env "$@" "$bin" bench -N "$n" -b "$lo" -e "$hi" -f 4 -n "$iters" -w "$warm" 2>>"$dir/$name.n=$n.err" |
+      awk '/^ +[0-9]/ {print $1, $6, $8, ($9 == 0 ? "" : "WRONG")}' >>"$dir/$name.n=$n"
+  done
 }
 mpi() {  # mpi NAME N BTL
-  mpirun --allow-run-as-root --oversubscribe -n "$2" --mca btl "$3" --mca btl_tcp_if_include lo \
-    --mca pml ob1 "$out/mpi_allreduce" 4096 268435456 10 2 >"$out/$1.n=$2" 2>"$out/$1.n=$2.err"
+  : >"$dir/$1.n=$2"
+  for sweep in "4096 262144 200 20" "1048576 268435456 10 2"; do
+    read -r lo hi iters warm <<<"$sweep"
+    mpirun --allow-run-as-root --oversubscribe -n "$2" --mca btl "$3" --mca btl_tcp_if_include lo \
+      --mca pml ob1 "$out/mpi_allreduce" "$lo" "$hi" "$iters" "$warm" >>"$dir/$1.n=$2" 2>>"$dir/$1.n=$2.err"
+  done
 }
-for n in 2 4; do
-  [ -n "$before" ] && ours tcp-before $n "$before/cli/ringreduce" RR_TRANSPORT=tcp
-  ours tcp $n "$rr" RR_TRANSPORT=tcp
-  ours ucx-tcp $n "$rr" RR_TRANSPORT=ucx UCX_TLS=tcp UCX_NET_DEVICES=lo
-  ours ucx-sm $n "$rr" RR_TRANSPORT=ucx UCX_TLS=sm
-  mpi ompi-vader $n self,vader
-  mpi ompi-tcp $n self,tcp
+for ((round = 1; round <= ${TRANSPORTS_ROUNDS:-1}; ++round)); do
+  dir=$out/round.$round
+  mkdir -p "$dir"
+  for n in 2 4; do
+    [ -n "$before" ] && ours tcp-before $n "$before/cli/ringreduce" RR_TRANSPORT=tcp
+    ours tcp $n "$rr" RR_TRANSPORT=tcp
+    ours ucx-tcp $n "$rr" RR_TRANSPORT=ucx UCX_TLS=tcp UCX_NET_DEVICES=lo
+    ours ucx-tcp-uct $n "$rr" RR_TRANSPORT=ucx UCX_TLS=tcp UCX_NET_DEVICES=lo UCX_TCP_TX_SEG_SIZE=8K UCX_TCP_RX_SEG_SIZE=64K
+    ours ucx-sm $n "$rr" RR_TRANSPORT=ucx UCX_TLS=sm
+    mpi ompi-vader $n self,vader
+    mpi ompi-tcp $n self,tcp
+  done
 done
-python3 "$(dirname "$0")/table.py" "$out" n=2,n=4 ${before:+tcp-before} tcp ucx-tcp ucx-sm ompi-vader ompi-tcp
+python3 "$(dirname "$0")/table.py" "$out/round.*" n=2,n=4 ${before:+tcp-before} tcp ucx-tcp ucx-tcp-uct ucx-sm ompi-vader ompi-tcp

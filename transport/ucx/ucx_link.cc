@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <thread>
+#include <utility>
 
 #include "transport/error.h"
 #include "transport/wire.h"
@@ -91,17 +92,19 @@ bool sharedMemoryOnly(const std::string& transports) {
 }  // namespace
 
 UcxWorker::UcxWorker() {
-  init(false);
+  init(false, false);
   transports_ = transportsOf(contextInfo(context_));
-  if (sharedMemoryOnly(transports_)) {
-    peerHandling_ = false;
+  const bool sharedOnly = sharedMemoryOnly(transports_);
+  const bool tcp = (", " + transports_ + ",").find(", tcp,") != std::string::npos;
+  if (sharedOnly || tcp) {  // started again, knowing what UCX will use
+    peerHandling_ = !sharedOnly;
     ucp_worker_destroy(worker_);
     ucp_cleanup(context_);
-    init(std::getenv("UCX_RNDV_THRESH") == nullptr);
+    init(sharedOnly && std::getenv("UCX_RNDV_THRESH") == nullptr, tcp);
   }
 }
 
-void UcxWorker::init(bool eagerOnly) {
+void UcxWorker::init(bool eagerOnly, bool tcp) {
   ucp_params_t params{};
   params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_NAME;
   params.features = UCP_FEATURE_TAG | UCP_FEATURE_WAKEUP;
@@ -113,6 +116,16 @@ void UcxWorker::init(bool eagerOnly) {
   // runs of 20 s; a peer that dies closes its sockets (seen at once), and one that hangs is
   // RR_TIMEOUT_MS's, named. UCX_KEEPALIVE_INTERVAL turns it back on.
   if (std::getenv("UCX_KEEPALIVE_INTERVAL") == nullptr) ucp_config_modify(config, "KEEPALIVE_INTERVAL", "inf");
+  // UCX's tcp moves a message in bcopy fragments of UCX_TCP_TX_SEG_SIZE (8 KiB) into
+  // receive buffers of UCX_TCP_RX_SEG_SIZE (64 KiB): a 1 MiB segment took 128 sends. With
+  // 256 KiB and 1 MiB, n = 2 on loopback (medians of 5 alternating runs): 4 MiB 1.52 -> 2.51
+  // GB/s busbw, 16 MiB 1.35 -> 2.01, 1 MiB the same within the noise (bench/RESULTS.md,
+  // "Transports"). The buffers are per worker, grown 8 at a time: about 10 MiB per rank.
+  // UCP passes a name it does not know to every transport that has it (only tcp's iface
+  // has these two), and warns when none has it: set only where UCX uses tcp.
+  if (tcp)
+    for (const auto& [name, value] : {std::pair{"TX_SEG_SIZE", "256K"}, std::pair{"RX_SEG_SIZE", "1M"}})
+      if (std::getenv(fmt::format("UCX_TCP_{}", name).c_str()) == nullptr) ucp_config_modify(config, name, value);
   const ucs_status_t st = ucp_init(&params, config, &context_);
   ucp_config_release(config);
   check(st, "ucp_init (check UCX_TLS and UCX_NET_DEVICES)");

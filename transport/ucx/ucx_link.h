@@ -73,7 +73,7 @@ class UcxWorker final : public EventTarget, public SleepGuard {
   void removeLink(const UcxLink* link);
 
  private:
-  void init(bool eagerOnly);
+  void init(bool eagerOnly, bool tcp);
 
   ucp_context_h context_ = nullptr;
   ucp_worker_h worker_ = nullptr;
