@@ -13,7 +13,8 @@
 #   BEFORE_BUILD_DIR adds a column for ringreduce from another build (a before/after table).
 #   Where ranks outnumber this host's cores the spin is off by default (RR_SPIN_US); a column
 #   ringreduce-spin50 then shows the same run with RR_SPIN_US=50. At n = 2, ringreduce-ring
-#   is the run with RR_ALGO=ring (auto picks recursive doubling for small buckets there).
+#   is the run with RR_ALGO=ring (auto picks recursive doubling for small buckets there);
+#   ringreduce-progress the run with RR_INLINE_BLOCKING=0 (every pass on the progress thread).
 # Needs root (namespaces), mpicc/mpirun (openmpi-bin, libopenmpi-dev), libgloo-dev, iperf3.
 set -uo pipefail
 build=$(cd "${1:?usage: peers.sh BUILD_DIR [MAX_BYTES] [RATE] [BEFORE_BUILD_DIR]}" && pwd)
@@ -86,13 +87,16 @@ gloo() {  # gloo NAME CASE N ALGO [ns]
   cp "$res/$name.$case.0" "$res/$name.$case"
 }
 
-names=(${before:+ringreduce-before} ringreduce ringreduce-ring ringreduce-spin50 ompi-tcp ompi-vader gloo-ring gloo-hd)
+names=(${before:+ringreduce-before} ringreduce ringreduce-ring ringreduce-progress ringreduce-spin50 ompi-tcp ompi-vader gloo-ring gloo-hd)
 run_case() {  # run_case CASE N [ns]
   local case=$1 n=$2 ns=${3:-}
   [ -n "$before" ] && ours ringreduce-before "$case" "$n" "$before/cli/ringreduce" $ns
   ours ringreduce "$case" "$n" "$rr" $ns
   # At 2 ranks auto runs recursive doubling up to its threshold: this column is the ring.
   [ "$n" = 2 ] && RR_ALGO=ring ours ringreduce-ring "$case" "$n" "$rr" $ns
+  # The bench's blocking calls run on its own thread; this column hands every pass to the
+  # progress thread (the path of every call before RR_INLINE_BLOCKING).
+  RR_INLINE_BLOCKING=0 ours ringreduce-progress "$case" "$n" "$rr" $ns
   # More ranks than cores: the spin is off by default; this column forces it on.
   [ "$n" -gt "$(nproc)" ] && RR_SPIN_US=50 ours ringreduce-spin50 "$case" "$n" "$rr" $ns
   mpi ompi-tcp "$case" "$n" self,tcp $ns

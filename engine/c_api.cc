@@ -237,7 +237,9 @@ rr_result_t rr_allreduce(rr_comm_t comm, const void* send, void* recv, size_t co
   return guarded([&] {
     auto& c = commOf(comm, "rr_allreduce");
     rr::checkDtypeOp(rawValue(dtype), rawValue(op), true);
-    waitFor(c.submit(rr::Collective::kAllReduce, send, recv, count, dtype, op, 0, stream));
+    waitFor(c.runBlocking([&](bool quiet) {
+      return c.submit(rr::Collective::kAllReduce, send, recv, count, dtype, op, 0, stream, quiet);
+    }));
   });
 }
 
@@ -246,7 +248,9 @@ rr_result_t rr_broadcast(rr_comm_t comm, void* buf, size_t count, rr_dtype_t dty
   return guarded([&] {
     auto& c = commOf(comm, "rr_broadcast");
     rr::checkDtypeOp(rawValue(dtype), 0, false);
-    waitFor(c.submit(rr::Collective::kBroadcast, buf, buf, count, dtype, RR_SUM, root, stream));
+    waitFor(c.runBlocking([&](bool quiet) {
+      return c.submit(rr::Collective::kBroadcast, buf, buf, count, dtype, RR_SUM, root, stream, quiet);
+    }));
   });
 }
 
@@ -255,7 +259,9 @@ rr_result_t rr_allgather(rr_comm_t comm, const void* send, void* recv, size_t co
   return guarded([&] {
     auto& c = commOf(comm, "rr_allgather");
     rr::checkDtypeOp(rawValue(dtype), 0, false);
-    waitFor(c.submit(rr::Collective::kAllGather, send, recv, count_per_rank, dtype, RR_SUM, 0, stream));
+    waitFor(c.runBlocking([&](bool quiet) {
+      return c.submit(rr::Collective::kAllGather, send, recv, count_per_rank, dtype, RR_SUM, 0, stream, quiet);
+    }));
   });
 }
 
@@ -264,12 +270,17 @@ rr_result_t rr_reduce_scatter(rr_comm_t comm, const void* send, void* recv,
   return guarded([&] {
     auto& c = commOf(comm, "rr_reduce_scatter");
     rr::checkDtypeOp(rawValue(dtype), rawValue(op), true);
-    waitFor(c.submit(rr::Collective::kReduceScatter, send, recv, count_per_rank, dtype, op, 0, stream));
+    waitFor(c.runBlocking([&](bool quiet) {
+      return c.submit(rr::Collective::kReduceScatter, send, recv, count_per_rank, dtype, op, 0, stream, quiet);
+    }));
   });
 }
 
 rr_result_t rr_barrier(rr_comm_t comm) {
-  return guarded([&] { waitFor(commOf(comm, "rr_barrier").submitBarrier()); });
+  return guarded([&] {
+    auto& c = commOf(comm, "rr_barrier");
+    waitFor(c.runBlocking([&](bool quiet) { return c.submitBarrier(quiet); }));
+  });
 }
 
 rr_result_t rr_comm_abort(rr_comm_t comm) {

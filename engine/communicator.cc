@@ -91,6 +91,9 @@ Communicator::~Communicator() {
                       finished + 1, submitted - finished > 1 ? fmt::format("..#{}", submitted) : ""));
   queue_.close();
   if (thread_.joinable()) thread_.join();
+  // A caller still in its blocking collective on another thread (runBlocking) has been
+  // aborted above: wait until it has left the engine.
+  std::lock_guard<std::mutex> engine(engineMutex_);
   for (Link* link : {left_.get(), right_.get()})
     if (link) link->farewell();
   if (left_) left_->shutdown();
@@ -152,17 +155,17 @@ std::optional<std::pair<rr_result_t, std::string>> Communicator::stickyError() {
   return error_;
 }
 
-std::shared_ptr<Request> Communicator::submitBarrier() {
+std::shared_ptr<Request> Communicator::submitBarrier(bool quiet) {
   // Its own kind in the op header; it runs as an all-reduce with one element per block, so
   // every rank's result depends on every rank. Concurrent barriers share the buffer
   // harmlessly: every result is zero.
   return submit(Collective::kBarrier, barrierBuf_.get(), barrierBuf_.get(),
-                static_cast<size_t>(config_.size), RR_UINT8, RR_MAX, 0);
+                static_cast<size_t>(config_.size), RR_UINT8, RR_MAX, 0, nullptr, quiet);
 }
 
 std::shared_ptr<Request> Communicator::submit(Collective kind, const void* send, void* recv,
                                               size_t count, rr_dtype_t dtype, rr_op_t op,
-                                              int root, void* stream) {
+                                              int root, void* stream, bool quiet) {
   const char* name = collectiveName(kind);
   if (auto e = stickyError()) throw Error(e->first, e->second);
   const bool reduces = kind == Collective::kAllReduce || kind == Collective::kReduceScatter ||
@@ -250,7 +253,7 @@ std::shared_ptr<Request> Communicator::submit(Collective kind, const void* send,
       fail(RR_ERR_CUDA, "{} on rank {}: {}", name, config_.rank, e.what());
     }
   }
-  if (!queue_.push(request)) {
+  if (!queue_.push(request, quiet)) {
     const std::string message =
         fmt::format("{} on rank {}: the communicator is being destroyed", name, config_.rank);
     request->complete(RR_ERR_INVALID_ARGUMENT, message);  // releases a held stream

@@ -65,8 +65,24 @@ class Communicator {
   // (and always for device buffers, NULL meaning CUDA's legacy default stream) the pass
   // starts after the work queued there so far, and work queued there later waits for it.
   std::shared_ptr<Request> submit(Collective kind, const void* send, void* recv, size_t count,
-                                  rr_dtype_t dtype, rr_op_t op, int root, void* stream = nullptr);
-  std::shared_ptr<Request> submitBarrier();
+                                  rr_dtype_t dtype, rr_op_t op, int root, void* stream = nullptr,
+                                  bool quiet = false);
+  std::shared_ptr<Request> submitBarrier(bool quiet = false);
+
+  // A blocking call: `submitOne(quiet)` submits the collective (submit(..., quiet)). When
+  // this thread can take the engine (the progress thread is between collectives), nothing
+  // is queued ahead and the bucket is host memory without a stream, the pass runs here, as
+  // the progress thread would run it (RR_INLINE_BLOCKING=1, the default): no hand-off to
+  // the progress thread and back. Otherwise the progress thread runs it. Returns the
+  // request, which the caller then waits for (at once, when it ran here).
+  template <class SubmitOne>
+  std::shared_ptr<Request> runBlocking(SubmitOne&& submitOne) {
+    std::unique_lock<std::mutex> engine(engineMutex_, std::defer_lock);
+    if (!config_.inlineBlocking || !engine.try_lock()) return submitOne(false);
+    std::shared_ptr<Request> request = submitOne(true);
+    runHere(request);
+    return request;
+  }
 
   // From any thread: fail everything queued or running with RR_ERR_ABORTED within 100 ms.
   void abort();
@@ -77,6 +93,14 @@ class Communicator {
   Communicator(Config config, std::shared_ptr<spdlog::logger> log);
   void connect();
   void progressLoop();
+  // With engineMutex_ held: one collective (or fused group) from the front, its errors
+  // handled as the progress thread handles them (poison, finish what was in flight).
+  void turn(const std::shared_ptr<Request>& front);
+  // With engineMutex_ held, after a quiet push of `request` (runBlocking): runs it if it is
+  // the front and may run on this thread, else lets the progress thread see it.
+  void runHere(const std::shared_ptr<Request>& request);
+  // With engineMutex_ held: tells the neighbours of an rr_comm_abort, once.
+  void sendAbortOnce();
   void runNext(const std::shared_ptr<Request>& front);
   // `leftHeader`: the left neighbour's header when already received (ProgressEngine::run).
   void runPass(const std::vector<std::shared_ptr<Request>>& ops, const GroupHeader& header,
@@ -115,6 +139,10 @@ class Communicator {
   std::unique_ptr<uint8_t[]> barrierBuf_;
   OpQueue queue_;
   std::thread thread_;
+  // Held by whichever thread drives the engine and the links: the progress thread, or a
+  // caller running its blocking collective (runBlocking). What follows is theirs under it.
+  std::mutex engineMutex_;
+  bool abortSent_ = false;
   std::vector<std::shared_ptr<Request>> inFlight_;  // taken from the queue, not yet completed
   std::atomic<uint64_t> finished_{0};               // the last completed collective's number
 

@@ -201,6 +201,11 @@ Config Config::load(const rr_config_t* o) {
       fail(RR_ERR_INVALID_ARGUMENT, "RR_PHASES='{}' is not 0 or 1", p);
     c.phases = std::string_view(p) == "1";
   }
+  if (const char* b = env("RR_INLINE_BLOCKING")) {
+    if (std::string_view(b) != "0" && std::string_view(b) != "1")
+      fail(RR_ERR_INVALID_ARGUMENT, "RR_INLINE_BLOCKING='{}' is not 0 or 1", b);
+    c.inlineBlocking = std::string_view(b) == "1";
+  }
   if (const char* f = env("RR_TEST_FAKE_DEVICE")) c.fakeDevice = std::string_view(f) == "1";
   if (const char* x = env("RR_TEST_EXIT_IN_RING_SETUP")) c.testExitInRingSetup = std::string_view(x) == "1";
   if (const char* x = env("RR_TEST_PAUSE_AFTER_SENDS_MS"))
@@ -226,11 +231,11 @@ std::string Config::describe() const {
       "rank {} of {} ({}), RR_ADDR={}, RR_SECRET {}, RR_TIMEOUT_MS={}, RR_CONNECT_TIMEOUT_MS={}, "
       "RR_SOCKET_IFNAME={}, RR_TRANSPORT={}, "
       "RR_SOCKETS_PER_LINK={}, RR_SEGMENT_BYTES={}, RR_FUSION_BYTES={}, RR_STALL_WARN_S={}, "
-      "RR_TIMELINE={}, RR_LOG_LEVEL={}, RR_SPIN_US={} ({}), RR_ALGO={}{}{}{}",
+      "RR_TIMELINE={}, RR_LOG_LEVEL={}, RR_SPIN_US={} ({}), RR_ALGO={}, RR_INLINE_BLOCKING={}{}{}{}",
       rank, size, rankSource, addr.empty() ? "(none)" : addr, secret.empty() ? "unset" : "set",
       timeoutMs, connectTimeoutMs, ifname.empty() ? "(route to rank 0)" : ifname, transport, socketsPerLink, segmentBytes,
       fusionBytes, stallWarnS, timeline.empty() ? "(off)" : timeline, logLevel, spinUs, spinSource,
-      algo, phases ? ", RR_PHASES=1" : "",
+      algo, inlineBlocking ? 1 : 0, phases ? ", RR_PHASES=1" : "",
       fakeDevice ? ", RR_TEST_FAKE_DEVICE=1 (every buffer is memory of a fake GPU)" : "",
       testHoldByHostFunction ? ", RR_TEST_HOLD_STREAM=host-function" : "");
 }

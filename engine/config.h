@@ -30,6 +30,10 @@
 //   RR_ALGO                 the all-reduce's algorithm: ring, rd (recursive doubling; built
 //                           for 2 ranks only) or auto (default: rd up to kRdMaxBytes at 2
 //                           ranks, the ring otherwise); must be the same on every rank
+//   RR_INLINE_BLOCKING      1 (default): a blocking call on host memory with nothing queued
+//                           ahead of it runs its pass on the calling thread while the
+//                           progress thread is between collectives, saving two thread
+//                           hand-offs; 0: the progress thread runs every pass
 //   RR_PHASES=1             at destroy, print where each collective's time went (median per
 //                           phase and bucket size; phase_stats.h) to stderr
 //   RR_TEST_FAKE_DEVICE=1   tests only: every buffer counts as memory of a stand-in GPU in
@@ -70,6 +74,7 @@ struct Config {
   std::string logLevel = "warn";
   std::string algo = "auto";  // RR_ALGO: auto, ring or rd
   bool phases = false;
+  bool inlineBlocking = true;  // RR_INLINE_BLOCKING
   int spinUs = 50;
   std::string spinSource = "default";  // why spinUs has its value, for the log
   bool fakeDevice = false;

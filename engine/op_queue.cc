@@ -19,16 +19,31 @@ bool readsEarlierOutput(const std::deque<std::shared_ptr<Request>>& q, size_t n)
 
 }  // namespace
 
-bool OpQueue::push(const std::shared_ptr<Request>& request) {
+bool OpQueue::push(const std::shared_ptr<Request>& request, bool quiet) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (closed_) return false;
     request->desc.seq = ++lastSeq_;
     queue_.push_back(request);
+    if (quiet) return true;
     pending_.store(true, std::memory_order_release);
   }
   cv_.notify_one();
   return true;
+}
+
+std::shared_ptr<Request> OpQueue::peek() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return queue_.empty() ? nullptr : queue_.front();
+}
+
+void OpQueue::announce() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (queue_.empty()) return;
+    pending_.store(true, std::memory_order_release);
+  }
+  cv_.notify_one();
 }
 
 uint64_t OpQueue::lastSubmitted() const {

@@ -19,8 +19,14 @@ namespace rr {
 
 class OpQueue {
  public:
-  // Assigns the next sequence number and queues the request; false once closed.
-  bool push(const std::shared_ptr<Request>& request);
+  // Assigns the next sequence number and queues the request; false once closed. A quiet
+  // push does not wake front(): the pusher means to run the request itself
+  // (Communicator::runBlocking) and calls announce() if it does not.
+  bool push(const std::shared_ptr<Request>& request, bool quiet = false);
+  // Makes front() see what is queued (after a quiet push that the pusher did not run).
+  void announce();
+  // The front request now, without waiting; nullptr if none.
+  std::shared_ptr<Request> peek() const;
   uint64_t lastSubmitted() const;
   // The front request, waiting up to `wait` for one (spinning for `spin` of it before it
   // sleeps); nullptr if none came.

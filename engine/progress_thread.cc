@@ -23,15 +23,18 @@
 namespace rr {
 
 void Communicator::progressLoop() {
-  bool abortSent = false;
   for (;;) {
-    if (aborted_ && !abortSent) {  // tell the neighbours, once
-      abortSent = true;
-      const auto e = stickyError();
-      poison(Error(e->first, e->second), queue_.lastSubmitted());
-    }
-    if (monitor_) monitor_->poll(queue_.lastSubmitted(), StallState{});
     std::shared_ptr<Request> front = queue_.front(std::chrono::milliseconds(100), std::chrono::microseconds(config_.spinUs));
+    // A caller running its blocking collective holds the engine: wait for it when there is
+    // work, skip the idle duties when there is none (the caller's pass does them).
+    std::unique_lock<std::mutex> engine(engineMutex_, std::defer_lock);
+    if (front || queue_.closed())
+      engine.lock();
+    else if (!engine.try_lock())
+      continue;
+    sendAbortOnce();
+    if (monitor_) monitor_->poll(queue_.lastSubmitted(), StallState{});
+    front = queue_.peek();  // what a caller left (it may have run the one seen)
     if (!front) {
       if (queue_.closed()) return;
       // Idle: a neighbour's abort still reaches rr_comm_get_async_error and the next call.
@@ -44,28 +47,48 @@ void Communicator::progressLoop() {
       }
       continue;
     }
-    if (auto e = stickyError()) {
-      for (auto& r : queue_.pop(1)) finish(*r, e->first, e->second);
-      continue;
-    }
-    try {
-      runNext(front);
-    } catch (const Error& e) {
-      poison(e, front->desc.seq);
-      if (e.code() == RR_ERR_ABORTED) abortSent = true;
-      const auto first = stickyError();  // the first error wins, an abort included
-      for (auto& r : inFlight_) finish(*r, first->first, first->second);
-    } catch (const DeviceError& e) {
-      poison(Error(RR_ERR_CUDA, fmt::format("rank {}: {}", config_.rank, e.what())), front->desc.seq);
-      const auto first = stickyError();
-      for (auto& r : inFlight_) finish(*r, first->first, first->second);
-    } catch (const std::exception& e) {
-      const Error internal(RR_ERR_INTERNAL, std::string("internal error: ") + e.what());
-      poison(internal, front->desc.seq);
-      for (auto& r : inFlight_) finish(*r, internal.code(), internal.what());
-    }
-    inFlight_.clear();
+    turn(front);
   }
+}
+
+void Communicator::sendAbortOnce() {
+  if (!aborted_ || abortSent_) return;
+  abortSent_ = true;
+  const auto e = stickyError();
+  poison(Error(e->first, e->second), queue_.lastSubmitted());
+}
+
+void Communicator::runHere(const std::shared_ptr<Request>& request) {
+  sendAbortOnce();
+  // A device bucket or a stream needs the GPU current on the thread that runs it: the
+  // progress thread's, never the caller's.
+  if (request->fusible() && queue_.peek() == request)
+    turn(request);
+  if (!request->done.load(std::memory_order_acquire)) queue_.announce();
+}
+
+void Communicator::turn(const std::shared_ptr<Request>& front) {
+  if (auto e = stickyError()) {
+    for (auto& r : queue_.pop(1)) finish(*r, e->first, e->second);
+    return;
+  }
+  try {
+    runNext(front);
+  } catch (const Error& e) {
+    poison(e, front->desc.seq);
+    if (e.code() == RR_ERR_ABORTED) abortSent_ = true;
+    const auto first = stickyError();  // the first error wins, an abort included
+    for (auto& r : inFlight_) finish(*r, first->first, first->second);
+  } catch (const DeviceError& e) {
+    poison(Error(RR_ERR_CUDA, fmt::format("rank {}: {}", config_.rank, e.what())), front->desc.seq);
+    const auto first = stickyError();
+    for (auto& r : inFlight_) finish(*r, first->first, first->second);
+  } catch (const std::exception& e) {
+    const Error internal(RR_ERR_INTERNAL, std::string("internal error: ") + e.what());
+    poison(internal, front->desc.seq);
+    for (auto& r : inFlight_) finish(*r, internal.code(), internal.what());
+  }
+  inFlight_.clear();
 }
 
 void Communicator::runNext(const std::shared_ptr<Request>& front) {

@@ -21,9 +21,18 @@
 //   destroy-idle   (n=2) rank 1 destroys its communicator with an all-reduce rank 0 never
 //                  joins: the destroy returns at once, the request fails RR_ERR_ABORTED
 //                  naming the destroy; rank 0, idle, sees it in rr_comm_get_async_error
+//   abort-blocking (n=2) rank 0 is in a blocking all-reduce (which runs on its own thread,
+//                  RR_INLINE_BLOCKING) that rank 1 does not join; another thread of rank 0
+//                  calls rr_comm_abort: the call fails RR_ERR_ABORTED well before
+//                  RR_TIMEOUT_MS, and rank 1's later all-reduce fails naming rank 0
+//   blocking-threads  two threads per rank each make 300 blocking all-reduces of one shape
+//                  on the same communicator (each thread's pass runs on its own thread or on
+//                  the progress thread, whichever holds the engine): which calls meet is
+//                  not defined, but every value is rank + 1, so every result is exact
 //   init-report    prints how rr_comm_init_from_env ended (test/init_fault_test.sh)
 //
 // Usage: semantics_check MODE
+#include <algorithm>
 #include <cfloat>
 #include <chrono>
 #include <cmath>
@@ -286,6 +295,59 @@ void destroyIdle() {
   std::printf("rank 0 (idle): async error and next call: %s\n", message.c_str());
 }
 
+void abortBlocking() {
+  using Clock = std::chrono::steady_clock;
+  std::vector<float> x(1024, 1.0f);
+  if (rank == 1) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+    const rr_result_t rc = rr_allreduce(comm, x.data(), x.data(), x.size(), RR_FLOAT32, RR_SUM, nullptr);
+    const std::string message = rr_last_error();
+    if (rc == RR_SUCCESS || message.find("rank 0") == std::string::npos)
+      die(std::string("rank 1 after rank 0's abort: ") + rr_result_string(rc) + ": " + message);
+    std::printf("rank 1: %s: %s\n", rr_result_string(rc), message.c_str());
+    return;
+  }
+  std::thread aborter([] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    rr_comm_abort(comm);
+  });
+  const auto t0 = Clock::now();
+  const rr_result_t rc = rr_allreduce(comm, x.data(), x.data(), x.size(), RR_FLOAT32, RR_SUM, nullptr);
+  const std::string message = rr_last_error();
+  const double took = std::chrono::duration<double>(Clock::now() - t0).count();
+  aborter.join();
+  if (rc != RR_ERR_ABORTED || message.find("rr_comm_abort") == std::string::npos)
+    die(std::string("the blocking call gave ") + rr_result_string(rc) + ": " + message);
+  if (took > 10) die("the aborted blocking call returned after " + std::to_string(took) + " s");
+  std::printf("rank 0: the blocking call returned %.2f s after it began: %s\n", took, message.c_str());
+}
+
+void blockingThreads() {
+  const size_t count = 3001;
+  const float want = static_cast<float>(nranks * (nranks + 1) / 2);
+  std::vector<long> wrong(2, 0);
+  std::vector<std::string> errors(2);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 2; ++t)
+    threads.emplace_back([&, t] {
+      std::vector<float> x(count);
+      for (int i = 0; i < 300 && errors[t].empty(); ++i) {
+        std::fill(x.begin(), x.end(), static_cast<float>(rank + 1));
+        if (rr_allreduce(comm, x.data(), x.data(), count, RR_FLOAT32, RR_SUM, nullptr) != RR_SUCCESS) {
+          errors[t] = rr_last_error();
+          break;
+        }
+        for (float v : x) wrong[t] += v != want;
+      }
+    });
+  for (auto& th : threads) th.join();
+  for (int t = 0; t < 2; ++t) {
+    if (!errors[t].empty()) die("thread " + std::to_string(t) + ": " + errors[t]);
+    if (wrong[t] != 0) die("thread " + std::to_string(t) + ": " + std::to_string(wrong[t]) + " wrong elements");
+  }
+  std::printf("rank %d of %d: 2 threads x 300 blocking all-reduces on one communicator: exact\n", rank, nranks);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -313,6 +375,8 @@ int main(int argc, char** argv) {
   else if (mode == "barrier") barrier();
   else if (mode == "waiters") waiters();
   else if (mode == "destroy-idle") destroyIdle();
+  else if (mode == "abort-blocking") abortBlocking();
+  else if (mode == "blocking-threads") blockingThreads();
   else die("unknown mode '" + mode + "'");
   if (comm != nullptr) rr_comm_destroy(comm);
   return 0;
