@@ -4,6 +4,11 @@
 //
 //   caller threads --submit--> OpQueue --progress thread--> [fuse] -> ProgressEngine -> links
 //                  <--Request completes-----------------------------------------------'
+//   a blocking call, progress thread idle:  submit quietly, then the same turn on the
+//                                           caller's thread (runBlocking), engine lock held
+//
+// Whichever thread drives the engine and the links holds engineMutex_, so one does at a
+// time, in submission order either way.
 //
 // communicator.cc: creation, submission and abort (any thread); progress_thread.cc: the
 // progress thread; fusion.h: what a pass carries and how the ranks agree on it.
