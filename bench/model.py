@@ -24,8 +24,9 @@ all-reduce of the smallest job. The other points check it.
 It prints its error against every measured point, then predicts time and busbw
 (= algbw x 2(n-1)/n) for n up to 4,096 at 25 and 100 Gbit/s for the buckets of ResNet-50
 (25 MiB, the Horovod/PyTorch default bucket; 97.5 MiB of fp32 gradients in all) and of a
-1 B parameter model (4 GB of fp32 gradients, as one pass and in 25 MiB buckets), with a per-hop latency of
-the measured emulated-host latency (an assumption: real NICs and switches differ).
+1 B parameter model (4 GB of fp32 gradients, as one pass and in 25 MiB buckets), with a
+per-hop latency of the measured emulated-host latency (an assumption: real NICs and
+switches differ).
 
 With --rd RD_NETNS_OUTPUT (bench/netns_ring.sh run with RR_ALGO=rd, n = 2) it checks the
 rd line with the same terms: the 1-4 KiB points (one hop, against the ring's two) and the

@@ -12,8 +12,8 @@
 # Usage: bash bench/peers.sh BUILD_DIR [MAX_BYTES] [RATE] [BEFORE_BUILD_DIR]
 #   BEFORE_BUILD_DIR adds a column for ringreduce from another build (a before/after table).
 #   Where ranks outnumber this host's cores the spin is off by default (RR_SPIN_US); a column
-#   ringreduce-spin50 then shows the same run with RR_SPIN_US=50. At n = 2, ringreduce-ring
-#   is the run with RR_ALGO=ring (auto picks recursive doubling for small buckets there);
+#   ringreduce-spin50 then shows the same run with RR_SPIN_US=50. ringreduce-ring is the
+#   run with RR_ALGO=ring (auto picks recursive doubling for small buckets);
 #   ringreduce-progress the run with RR_INLINE_BLOCKING=0 (every pass on the progress thread).
 # Needs root (namespaces), mpicc/mpirun (openmpi-bin, libopenmpi-dev), libgloo-dev, iperf3.
 set -uo pipefail
@@ -92,8 +92,8 @@ run_case() {  # run_case CASE N [ns]
   local case=$1 n=$2 ns=${3:-}
   [ -n "$before" ] && ours ringreduce-before "$case" "$n" "$before/cli/ringreduce" $ns
   ours ringreduce "$case" "$n" "$rr" $ns
-  # At 2 ranks auto runs recursive doubling up to its threshold: this column is the ring.
-  [ "$n" = 2 ] && RR_ALGO=ring ours ringreduce-ring "$case" "$n" "$rr" $ns
+  # Auto runs recursive doubling up to its threshold: this column is the ring.
+  RR_ALGO=ring ours ringreduce-ring "$case" "$n" "$rr" $ns
   # The bench's blocking calls run on its own thread; this column hands every pass to the
   # progress thread (the path of every call before RR_INLINE_BLOCKING).
   RR_INLINE_BLOCKING=0 ours ringreduce-progress "$case" "$n" "$rr" $ns

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "engine/bootstrap_wire.h"
+#include "engine/rd_schedule.h"
 #include "engine/rendezvous.h"
 #include "transport/error.h"
 #include "transport/handshake.h"
@@ -92,18 +93,31 @@ Ring connectRing(const Config& c, Transport& transport, EventSet& events, spdlog
   const SockAddr rendezvous = resolve(c.addr, "RR_ADDR");
 
   const int right = (c.rank + 1) % c.size;
-  Endpoint rightEnd;  // all a rank learns: where its right neighbour listens
+  // All a rank learns: where its right neighbour and the partners it connects to listen.
+  RingPeers peers;
+  std::vector<int> partnersToDial;  // the partners this rank connects to, in rdPartners order
+  for (int p : rdPartners(c.rank, c.size)) {
+    if (rdConnects(c.rank, p))
+      partnersToDial.push_back(p);
+    else
+      peers.accept.push_back(p);
+  }
   if (c.rank == 0) {
     reserveFds(c.size + 64, log);
     Fd listener = listenOn(rendezvous, SOMAXCONN);
     ring.bootstrap = gatherRanks(c, listener.get(), table, deadline, log);
     table[0] = transport.listen(localAddr(ring.bootstrap[1].get()).ip());
-    // Each rank gets the job's size and its right neighbour's endpoint: O(n) bytes in all.
+    // Each rank gets the job's size, its right neighbour's endpoint and those of the partners
+    // it connects to: O(n log n) bytes in all.
     for (int r = 1; r < c.size; ++r) {
-      const std::string verdict = encodeVerdict(c.size, table[static_cast<size_t>((r + 1) % c.size)]);
+      std::vector<Endpoint> partners;
+      for (int p : rdPartners(r, c.size))
+        if (rdConnects(r, p)) partners.push_back(table[static_cast<size_t>(p)]);
+      const std::string verdict = encodeVerdict(c.size, table[static_cast<size_t>((r + 1) % c.size)], partners);
       sendAll(ring.bootstrap[r].get(), verdict.data(), verdict.size(), deadline, fmt::format("rank {}", r));
     }
-    rightEnd = table[static_cast<size_t>(right)];
+    peers.right = table[static_cast<size_t>(right)];
+    for (int p : partnersToDial) peers.connect.emplace_back(p, table[static_cast<size_t>(p)]);
   } else {
     Fd root = connectTo(rendezvous, deadline, "rank 0 (RR_ADDR)");
     handshakeClient(root.get(), job, Hello{LinkRole::kBootstrap, c.rank, c.size, 0, 0}, deadline,
@@ -125,14 +139,15 @@ Ring connectRing(const Config& c, Transport& transport, EventSet& events, spdlog
     if (wire::get32(n) != static_cast<uint32_t>(c.size))
       fail(RR_ERR_SYSTEM, "protocol error: rank 0 sent a job of {} ranks, expected {}",
            wire::get32(n), c.size);
-    rightEnd = recvEndpoint(root.get(), answerBy, "rank 0");
+    peers.right = recvEndpoint(root.get(), answerBy, "rank 0");
+    for (int p : partnersToDial) peers.connect.emplace_back(p, recvEndpoint(root.get(), answerBy, "rank 0"));
     ring.bootstrap.push_back(std::move(root));
   }
   if (c.testExitInRingSetup) std::_Exit(3);  // tests: a rank that dies during ring setup
 
   std::optional<Error> failed;
   try {
-    ring.links = transport.connectRing(rightEnd, events, deadline);
+    ring.links = transport.connectRing(peers, events, deadline);
   } catch (const Error& e) {
     failed = e;
   }

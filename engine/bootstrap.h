@@ -3,10 +3,12 @@
 //   1. rank 0 listens at RR_ADDR (rendezvous.h: event-driven, one thread); every other rank
 //      connects there (retrying until the deadline), passes the HMAC handshake, and
 //      publishes the address of its data listener (or why it cannot join)
-//   2. rank 0 answers every rank with the job's size and its right neighbour's address
-//      only (O(n) bytes in all), or with why the job cannot form
-//   3. the transport (transport/transport.h) connects each rank's links to its neighbours,
-//      to the right neighbour at the endpoint it published while it accepts the left one
+//   2. rank 0 answers every rank with the job's size, its right neighbour's address and
+//      those of the recursive doubling partners it connects to (O(n log n) bytes in all),
+//      or with why the job cannot form
+//   3. the transport (transport/transport.h) connects each rank's links to its neighbours
+//      and partners: to the right neighbour and the higher partners at the endpoints they
+//      published, while it accepts the left neighbour and the lower partners
 //   4. each rank reports to rank 0 whether its links formed; rank 0 answers every rank
 //      with the first failure, so init fails everywhere with the reason, or nowhere
 // (bootstrap_wire.h has the messages.)

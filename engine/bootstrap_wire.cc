@@ -28,10 +28,12 @@ std::string encodeStatus(rr_result_t code, const std::string& text) {
   return out;
 }
 
-std::string encodeVerdict(int size, const Endpoint& right) {
+std::string encodeVerdict(int size, const Endpoint& right, const std::vector<Endpoint>& partners) {
   std::string out(4, '\0');
   wire::put32(reinterpret_cast<uint8_t*>(out.data()), static_cast<uint32_t>(size));
-  return out + encodeEndpoint(right);
+  out += encodeEndpoint(right);
+  for (const Endpoint& e : partners) out += encodeEndpoint(e);
+  return out;
 }
 
 std::string encodeJobFailed(const Error& why) {

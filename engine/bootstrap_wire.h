@@ -4,6 +4,8 @@
 //   rank r -> rank 0   endpoint   port u16 | length u8 (1..64) | numeric IP
 //                                 or length 0, then a status: why rank r cannot join
 //   rank 0 -> rank r   verdict    ranks u32 (the job's size) | the right neighbour's endpoint
+//                                 | the endpoint of each recursive doubling partner that r
+//                                 connects to, in rdPartners order (both sides know how many)
 //                                 or ranks 0, then a status: why the job cannot form
 //   both ways          status     code u32 (RR_SUCCESS or the failure) | length u32 | text
 //
@@ -32,9 +34,9 @@ class JoinFailed : public Error {
 };
 
 std::string encodeEndpoint(const Endpoint& e);
-// Rank 0 -> rank r after the rendezvous: the job's size and r's right neighbour, or (a size
-// of 0, then a status) why the job cannot form.
-std::string encodeVerdict(int size, const Endpoint& right);
+// Rank 0 -> rank r after the rendezvous: the job's size, r's right neighbour and the
+// partners r connects to, or (a size of 0, then a status) why the job cannot form.
+std::string encodeVerdict(int size, const Endpoint& right, const std::vector<Endpoint>& partners = {});
 std::string encodeJobFailed(const Error& why);
 std::string encodeStatus(rr_result_t code, const std::string& text);
 // The status whose 8-byte head is `head`; throws RR_ERR_SYSTEM for a malformed one.

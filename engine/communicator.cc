@@ -94,14 +94,13 @@ Communicator::~Communicator() {
   // A caller still in its blocking collective on another thread (runBlocking) has been
   // aborted above: wait until it has left the engine.
   std::lock_guard<std::mutex> engine(engineMutex_);
-  for (Link* link : {left_.get(), right_.get()})
-    if (link) link->farewell();
-  if (left_) left_->shutdown();
-  if (right_) right_->shutdown();
+  for (Link* link : links()) link->farewell();
+  for (Link* link : links()) link->shutdown();
   // The links go before the engine: a transport that moves bytes on its own (UCX) may hold
   // requests on the engine's staging until they are closed.
   left_.reset();
   right_.reset();
+  partners_.clear();
   engine_.reset();
   streamOrder_.reset();
   device_.reset();
@@ -133,10 +132,13 @@ void Communicator::connect() {
   Ring ring = connectRing(config_, *transport_, *events_, *log_);
   left_ = std::move(ring.links.left);
   right_ = std::move(ring.links.right);
+  partners_ = std::move(ring.links.partners);
   bootstrap_ = std::move(ring.bootstrap);
   waker_ = std::make_unique<Waker>(*events_);
+  std::vector<PartnerLink> partners;
+  for (const auto& p : partners_) partners.push_back(PartnerLink{p->peerRank(), p.get(), false});
   engine_ = std::make_unique<ProgressEngine>(config_.rank, config_.size, left_.get(),
-                                             right_.get(), *events_, config_.segmentBytes,
+                                             right_.get(), std::move(partners), *events_, config_.segmentBytes,
                                              config_.timeoutMs, std::chrono::microseconds(config_.spinUs),
                                              [this] { onIdle(); }, &aborted_);
   engine_->setTestPause(config_.testPauseAfterSendsMs);

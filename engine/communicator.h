@@ -133,6 +133,15 @@ class Communicator {
   std::vector<Fd> bootstrap_;         // the rendezvous connections (stall monitor)
   std::unique_ptr<Link> left_;
   std::unique_ptr<Link> right_;
+  std::vector<std::unique_ptr<Link>> partners_;  // recursive doubling's (n > 2)
+  // Every link there is: the ring's two, then the partners'.
+  std::vector<Link*> links() const {
+    std::vector<Link*> out;
+    for (Link* l : {left_.get(), right_.get()})
+      if (l) out.push_back(l);
+    for (const auto& p : partners_) out.push_back(p.get());
+    return out;
+  }
   std::mutex deviceMutex_;
   std::unique_ptr<Device> device_;  // opened by the first submission that needs it
   std::unique_ptr<StreamOrder> streamOrder_;

@@ -191,9 +191,6 @@ Config Config::load(const rr_config_t* o) {
     const std::string_view v(a);
     if (v != "auto" && v != "ring" && v != "rd")
       fail(RR_ERR_INVALID_ARGUMENT, "RR_ALGO='{}' is not auto, ring or rd", a);
-    if (v == "rd" && !rdSupports(c.size) && c.size > 1)
-      fail(RR_ERR_INVALID_ARGUMENT, "RR_ALGO=rd on rank {}: recursive doubling is built for 2 ranks only and "
-           "this job has {} (set RR_ALGO=ring or auto)", c.rank, c.size);
     c.algo = a;
   }
   if (const char* p = env("RR_PHASES")) {
@@ -220,10 +217,12 @@ Config Config::load(const rr_config_t* o) {
   return c;
 }
 
-Algorithm Config::algorithmFor(Collective kind, size_t bytes) const {
+size_t Config::rdMaxBytes(int size) { return size == 2 ? size_t{64} << 10 : size_t{64} << 10; }
+
+Algorithm Config::algorithmFor(Collective kind, size_t bytes, bool device) const {
   const bool allReduce = kind == Collective::kAllReduce || kind == Collective::kBarrier;
-  if (!allReduce || !rdSupports(size) || algo == "ring") return Algorithm::kRing;
-  return algo == "rd" || bytes <= kRdMaxBytes ? Algorithm::kRd : Algorithm::kRing;
+  if (!allReduce || !rdSupports(size) || algo == "ring" || (device && size > 2)) return Algorithm::kRing;
+  return algo == "rd" || bytes <= rdMaxBytes(size) ? Algorithm::kRd : Algorithm::kRing;
 }
 
 std::string Config::describe() const {

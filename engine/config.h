@@ -27,9 +27,9 @@
 //                           default 50, or 0 when this host's ranks (RR_LOCAL_SIZE,
 //                           OMPI_COMM_WORLD_LOCAL_SIZE, LOCAL_WORLD_SIZE, MPI_LOCALNRANKS)
 //                           outnumber its cores
-//   RR_ALGO                 the all-reduce's algorithm: ring, rd (recursive doubling; built
-//                           for 2 ranks only) or auto (default: rd up to kRdMaxBytes at 2
-//                           ranks, the ring otherwise); must be the same on every rank
+//   RR_ALGO                 the all-reduce's algorithm: ring, rd (recursive doubling) or
+//                           auto (default: rd up to rdMaxBytes(size), the ring above);
+//                           must be the same on every rank
 //   RR_INLINE_BLOCKING      1 (default): a blocking call on host memory with nothing queued
 //                           ahead of it runs its pass on the calling thread while the
 //                           progress thread is between collectives, saving two thread
@@ -84,13 +84,15 @@ struct Config {
 
   // Throws RR_ERR_INVALID_ARGUMENT naming the variable and its value.
   static Config load(const rr_config_t* overrides);
-  // Auto picks recursive doubling for all-reduces up to this size at 2 ranks, where it
-  // was faster than the ring on loopback and emulated hosts (bench/RESULTS.md, "Small
-  // buckets": the algorithm by size).
-  static constexpr size_t kRdMaxBytes = size_t{64} << 10;
+  // Auto picks recursive doubling for all-reduces up to this size, where it was faster
+  // than the ring on loopback and emulated hosts (bench/RESULTS.md, "Small buckets": the
+  // algorithm by size).
+  static size_t rdMaxBytes(int size);
   // The algorithm of a pass of `kind` moving `bytes` (the same on every rank with the same
-  // settings; the op header carries it and a rank that differs is named).
-  Algorithm algorithmFor(Collective kind, size_t bytes) const;
+  // settings; the op header carries it and a rank that differs is named). A device bucket
+  // at more than 2 ranks always takes the ring: recursive doubling with partners runs on
+  // host buckets only (device_pass.h).
+  Algorithm algorithmFor(Collective kind, size_t bytes, bool device = false) const;
   std::string describe() const;  // one line for the INFO log
 };
 

@@ -41,7 +41,7 @@ bool DevicePass::postSends(PassCounters& c) {
       const uint8_t* from = u.dependsOn < 0 ? sendSlot(k) : resultSlot(static_cast<size_t>(u.dependsOn));
       right_.postSend(from, u.sendCount * es_, FrameType::kData);
     }
-    sendMsgAfter_[k % PassShape::kRing] = right_.sendsPosted();
+    notePosted(k, right_, true);
     ++c.sendPosted;
     moved = true;
   }
@@ -58,7 +58,7 @@ bool DevicePass::postRecvs(PassCounters& c) {
     if (k + depth >= PassShape::kInSlots && c.sendDone <= k + depth - PassShape::kInSlots) break;
     const Unit u = s_.unit(k);
     if (u.recvInto != Buffer::kNone) left_.postRecv(inSlot(k), u.recvCount * es_, FrameType::kData);
-    recvMsgAfter_[k % PassShape::kRing] = left_.recvsPosted();
+    notePosted(k, left_, false);
     ++c.recvPosted;
     moved = true;
   }
@@ -68,7 +68,7 @@ bool DevicePass::postRecvs(PassCounters& c) {
 bool DevicePass::completeRecvs(PassCounters& c) {
   const size_t depth = static_cast<size_t>(s_.depth());
   bool moved = false;
-  while (recvLanded_ < c.recvPosted && left_.recvsDone() >= recvMsgAfter_[recvLanded_ % PassShape::kRing]) {
+  while (recvLanded_ < c.recvPosted && recvLanded(recvLanded_)) {
     const size_t k = recvLanded_;
     const Unit u = s_.unit(k);
     // The send's copy out of the bucket is queued first: the engine's stream runs in order.

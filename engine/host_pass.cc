@@ -1,6 +1,8 @@
 // HostPass; see host_pass.h.
 #include "engine/host_pass.h"
 
+#include <cstring>
+
 namespace rr {
 
 bool HostPass::postSends(PassCounters& c) {
@@ -12,9 +14,9 @@ bool HostPass::postSends(PassCounters& c) {
       const uint8_t* from = u.sendFrom == Buffer::kSend   ? send_ + u.sendOffset * es_
                             : u.sendFrom == Buffer::kRecv ? recv_ + u.sendOffset * es_
                                                           : outSlot(u.sendOffset);
-      right_.postSend(from, u.sendCount * es_, FrameType::kData);
+      sendLink(u).postSend(from, u.sendCount * es_, FrameType::kData);
     }
-    sendMsgAfter_[c.sendPosted % PassShape::kRing] = right_.sendsPosted();
+    notePosted(c.sendPosted, sendLink(u), true);
     ++c.sendPosted;
     moved = true;
   }
@@ -31,11 +33,12 @@ bool HostPass::postRecvs(PassCounters& c) {
     if (u.recvInto == Buffer::kStage && k + depth >= PassShape::kOutSlots &&
         c.sendDone <= k + depth - PassShape::kOutSlots)
       break;
+    if (!recvAllowed(u)) break;
     if (u.recvInto != Buffer::kNone) {
       uint8_t* into = u.reduce ? inSlot(k) : recv_ + u.recvOffset * es_;
-      left_.postRecv(into, u.recvCount * es_, FrameType::kData);
+      recvLink(u).postRecv(into, u.recvCount * es_, FrameType::kData);
     }
-    recvMsgAfter_[k % PassShape::kRing] = left_.recvsPosted();
+    notePosted(k, recvLink(u), false);
     ++c.recvPosted;
     moved = true;
   }
@@ -44,18 +47,21 @@ bool HostPass::postRecvs(PassCounters& c) {
 
 bool HostPass::completeRecvs(PassCounters& c) {
   bool moved = false;
-  while (c.recvDone < c.recvPosted && left_.recvsDone() >= recvMsgAfter_[c.recvDone % PassShape::kRing]) {
+  while (c.recvDone < c.recvPosted && recvLanded(c.recvDone)) {
     const Unit u = s_.unit(c.recvDone);
     if (u.afterSend >= 0 && c.sendDone <= static_cast<size_t>(u.afterSend)) break;
     if (u.recvInto != Buffer::kNone && u.reduce) {
       uint8_t* dst = u.recvInto == Buffer::kStage ? outSlot(u.recvOffset) : recv_ + u.recvOffset * es_;
-      const uint8_t* mine = send_ + u.reduceOffset * es_;
+      const uint8_t* mine = (u.reduceFrom == Buffer::kRecv ? recv_ : send_) + u.reduceOffset * es_;
       uint8_t* in = inSlot(c.recvDone);
       if (op_ == RR_AVG && dtypeIsFloat(dtype_)) {
         // A float average: each rank's contribution is scaled by 1/n once, where it enters
-        // the sum (the received one too on the first reduction), so no partial sum overflows.
+        // the sum (a received raw input too), so no partial sum overflows.
         if (u.firstReduce) scale_(in, in, u.recvCount, dtype_, size_);
-        scale_(dst, mine, u.recvCount, dtype_, size_);
+        if (u.reduceFrom == Buffer::kSend)
+          scale_(dst, mine, u.recvCount, dtype_, size_);
+        else if (dst != mine)
+          std::memmove(dst, mine, u.recvCount * es_);
         if (u.receivedFirst)
           reduce_(dst, in, dst, u.recvCount, dtype_, RR_SUM);
         else

@@ -1,23 +1,30 @@
-// Pass: how one ring pass moves a bucket's bytes between the two links and memory. The
+// Pass: how one ring pass moves a bucket's bytes between its links and memory. The
 // ProgressEngine runs the loop (op header, link progress, deadlines, abort); a Pass posts the
 // schedule's sends and receives and completes them: HostPass (host_pass.h) for host memory,
 // DevicePass (device_pass.h) for a GPU's memory through pinned staging.
 //
 // Progress is four monotone counters over unit numbers (STYLE.md §4), kept by the engine:
 //
-//   recvPosted >= recvDone          receives queued on the left link / received and reduced
-//   sendPosted >= sendDone          sends queued on the right link / taken by the kernel
+//   recvPosted >= recvDone          receives queued on their link / received and reduced
+//   sendPosted >= sendDone          sends queued on their link / taken by the transport
 //
 //   a send k is posted once recvDone > unit(k).dependsOn   (depth segments in flight)
 //   a receive k is posted while k < recvDone + kInSlots     (its staging slot is free)
+//
+// A unit's link is the right neighbour's for its send and the left's for its receive, or,
+// for recursive doubling at n > 2, its partner's link both ways (Unit::peer); units are
+// posted and completed in unit order whatever their links (each link keeps its own order).
+// A partner's data is received only once its op header of this pass has been checked.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <string>
 
 #include "engine/ring_schedule.h"
 #include "kernels/dtype.h"
+#include "transport/error.h"
 #include "transport/link.h"
 
 namespace rr {
@@ -34,11 +41,20 @@ struct PassShape {
   static constexpr size_t kRing = 64;               // units tracked in flight, > kInSlots, depth
 };
 
+// A recursive doubling partner's link (n > 2), and whether the partner's op header of the
+// running pass has been checked (set by the engine; its data may be received only then).
+struct PartnerLink {
+  int rank = -1;
+  Link* link = nullptr;
+  bool headerChecked = false;
+};
+
 // What a pass works on: the schedule, the links, the bucket and the staging slots.
 struct PassArgs {
   const RingSchedule& schedule;
   Link& left;
   Link& right;
+  std::span<PartnerLink> partners;  // empty unless the schedule uses partners
   rr_dtype_t dtype;
   rr_op_t op;
   int size;           // ranks (RR_AVG divides by it)
@@ -54,6 +70,7 @@ class Pass {
       : s_(a.schedule),
         left_(a.left),
         right_(a.right),
+        partners_(a.partners),
         dtype_(a.dtype),
         op_(a.op),
         size_(a.size),
@@ -72,7 +89,8 @@ class Pass {
   virtual bool completeRecvs(PassCounters& c) = 0;
   bool completeSends(PassCounters& c) {
     bool moved = false;
-    while (c.sendDone < c.sendPosted && right_.sendsDone() >= sendMsgAfter_[c.sendDone % PassShape::kRing]) {
+    while (c.sendDone < c.sendPosted &&
+           sendLink_[c.sendDone % PassShape::kRing]->sendsDone() >= sendMsgAfter_[c.sendDone % PassShape::kRing]) {
       ++c.sendDone;
       moved = true;
     }
@@ -85,6 +103,23 @@ class Pass {
   virtual std::string stalledOnDevice(const PassCounters&) { return ""; }
 
  protected:
+  Link& sendLink(const Unit& u) const { return u.peer < 0 ? right_ : *partner(u.peer).link; }
+  Link& recvLink(const Unit& u) const { return u.peer < 0 ? left_ : *partner(u.peer).link; }
+  // Whether unit u's receive may be posted: a partner's data only after its header.
+  bool recvAllowed(const Unit& u) const { return u.peer < 0 || partner(u.peer).headerChecked; }
+  // Unit k's messages are all posted on `link`: it is done once the link's count passes.
+  void notePosted(size_t k, Link& link, bool send) {
+    (send ? sendLink_ : recvLink_)[k % PassShape::kRing] = &link;
+    (send ? sendMsgAfter_ : recvMsgAfter_)[k % PassShape::kRing] = send ? link.sendsPosted() : link.recvsPosted();
+  }
+  bool recvLanded(size_t k) const {
+    return recvLink_[k % PassShape::kRing]->recvsDone() >= recvMsgAfter_[k % PassShape::kRing];
+  }
+  const PartnerLink& partner(int rank) const {
+    for (const PartnerLink& p : partners_)
+      if (p.rank == rank) return p;
+    fail(RR_ERR_INTERNAL, "a unit names rank {}, which is not a partner of this rank", rank);
+  }
   uint8_t* inSlot(size_t unit) const { return staging_ + (unit % PassShape::kInSlots) * segmentBytes_; }
   uint8_t* outSlot(size_t unit) const {
     return staging_ + (PassShape::kInSlots + unit % PassShape::kOutSlots) * segmentBytes_;
@@ -93,6 +128,7 @@ class Pass {
   const RingSchedule& s_;
   Link& left_;
   Link& right_;
+  std::span<PartnerLink> partners_;
   rr_dtype_t dtype_;
   rr_op_t op_;
   int size_;
@@ -101,8 +137,10 @@ class Pass {
   uint8_t* recv_;
   uint8_t* staging_;
   size_t segmentBytes_;
-  uint64_t sendMsgAfter_[PassShape::kRing] = {};  // link message count once unit k's send was posted
+  uint64_t sendMsgAfter_[PassShape::kRing] = {};  // its link's message count once unit k's send was posted
   uint64_t recvMsgAfter_[PassShape::kRing] = {};
+  Link* sendLink_[PassShape::kRing] = {};         // the link of unit k's send, and of its receive
+  Link* recvLink_[PassShape::kRing] = {};
 };
 
 }  // namespace rr

@@ -15,13 +15,17 @@
 
 namespace rr {
 
-ProgressEngine::ProgressEngine(int rank, int size, Link* left, Link* right, EventSet& events,
-                               size_t segmentBytes, int timeoutMs, std::chrono::microseconds spin,
-                               std::function<void()> onIdle, const std::atomic<bool>* aborted)
+ProgressEngine::ProgressEngine(int rank, int size, Link* left, Link* right,
+                               std::vector<PartnerLink> partners, EventSet& events, size_t segmentBytes,
+                               int timeoutMs, std::chrono::microseconds spin, std::function<void()> onIdle,
+                               const std::atomic<bool>* aborted)
     : rank_(rank),
       size_(size),
       left_(left),
       right_(right),
+      partners_(std::move(partners)),
+      partnerInbox_(partners_.size()),
+      partnerHeaderSent_(partners_.size()),
       events_(events),
       segmentBytes_(segmentBytes),
       timeoutMs_(timeoutMs),
@@ -36,6 +40,12 @@ ProgressEngine::ProgressEngine(int rank, int size, Link* left, Link* right, Even
     fail(RR_ERR_SYSTEM, "cannot allocate {} bytes of staging",
          (PassShape::kInSlots + PassShape::kOutSlots) * segmentBytes_);
   staging_ = static_cast<uint8_t*>(p);
+  leftInbox_.link = left_;
+  leftInbox_.rank = leftRank();
+  for (size_t i = 0; i < partners_.size(); ++i) {
+    partnerInbox_[i].link = partners_[i].link;
+    partnerInbox_[i].rank = partners_[i].rank;
+  }
 }
 
 ProgressEngine::~ProgressEngine() {
@@ -61,28 +71,53 @@ Clock::time_point ProgressEngine::deadline() const {
   return Clock::now() + std::chrono::milliseconds(timeoutMs_);
 }
 
-uint64_t ProgressEngine::postHeader(const GroupHeader& h) {
-  h.encode(sentHeader_);
-  right_->postSend(sentHeader_, GroupHeader::kFixedBytes, FrameType::kOpHeader);
-  if (h.numOps > 1) right_->postSend(sentHeader_ + GroupHeader::kFixedBytes, h.restBytes(), FrameType::kOpHeader);
-  return right_->sendsPosted();
+uint64_t ProgressEngine::postHeader(const GroupHeader& h, Link& link, bool encode) {
+  if (encode) h.encode(sentHeader_);
+  link.postSend(sentHeader_, GroupHeader::kFixedBytes, FrameType::kOpHeader);
+  if (h.numOps > 1) link.postSend(sentHeader_ + GroupHeader::kFixedBytes, h.restBytes(), FrameType::kOpHeader);
+  return link.sendsPosted();
 }
 
-void ProgressEngine::postLeftHeader() {
-  leftHeaderMsg_ = left_->recvsPosted();
-  leftHeaderRest_ = false;
-  left_->postRecv(leftHeader_, GroupHeader::kFixedBytes, FrameType::kOpHeader);
+void ProgressEngine::HeaderInbox::post() {
+  msg = link->recvsPosted();
+  rest = false;
+  link->postRecv(bytes, GroupHeader::kFixedBytes, FrameType::kOpHeader);
 }
 
-bool ProgressEngine::leftHeaderArrived() {
-  if (left_->recvsDone() <= leftHeaderMsg_) return false;
-  if (leftHeaderRest_) return true;
-  const uint32_t ops = GroupHeader::opsIn(leftHeader_, leftRank());
+bool ProgressEngine::HeaderInbox::arrived() {
+  if (link->recvsDone() <= msg) return false;
+  if (rest) return true;
+  const uint32_t ops = GroupHeader::opsIn(bytes, rank);
   if (ops == 1) return true;
-  leftHeaderRest_ = true;  // the counts of a fused pass follow in a frame of their own
-  leftHeaderMsg_ = left_->recvsPosted();
-  left_->postRecv(leftHeader_ + GroupHeader::kFixedBytes, 8 * (ops - 1), FrameType::kOpHeader);
+  rest = true;  // the counts of a fused pass follow in a frame of their own
+  msg = link->recvsPosted();
+  link->postRecv(bytes + GroupHeader::kFixedBytes, 8 * (ops - 1), FrameType::kOpHeader);
   return false;
+}
+
+bool ProgressEngine::checkPartnerHeaders(const GroupHeader& mine) {
+  bool moved = false;
+  for (size_t i = 0; i < partners_.size(); ++i) {
+    if (partners_[i].headerChecked || !partnerInbox_[i].arrived()) continue;
+    checkPeerHeader(partners_[i].rank, GroupHeader::decode(partnerInbox_[i].bytes, partners_[i].rank), mine);
+    partners_[i].headerChecked = true;
+    moved = true;
+  }
+  return moved;
+}
+
+bool ProgressEngine::partnersDone() const {
+  for (size_t i = 0; i < partners_.size(); ++i)
+    if (!partners_[i].headerChecked || partners_[i].link->sendsDone() < partnerHeaderSent_[i]) return false;
+  return true;
+}
+
+int ProgressEngine::awaitedPartner(const RingSchedule& s, const PassCounters& c) const {
+  for (const PartnerLink& p : partners_)
+    if (!p.headerChecked) return p.rank;
+  if (c.recvDone < s.numUnits()) return s.unit(c.recvDone).peer;
+  if (c.sendDone < s.numUnits()) return s.unit(c.sendDone).peer;
+  return -1;
 }
 
 GroupHeader ProgressEngine::receiveHeader(const OpDesc& next) {
@@ -98,16 +133,16 @@ GroupHeader ProgressEngine::receiveHeader(const OpDesc& next) {
     wait(until, start);
   }
   stalledOn(0, WaitingOn::kNothing, {});
-  return GroupHeader::decode(leftHeader_, leftRank());
+  return GroupHeader::decode(leftInbox_.bytes, leftRank());
 }
 
 void ProgressEngine::pollIdle() {
   events_.dispatch(0);
-  for (Link* link : {right_, left_}) link->progress();
+  forEachLink([](Link* link) { link->progress(); });
 }
 
 void ProgressEngine::sendHeader(const GroupHeader& header) {
-  const uint64_t sent = postHeader(header);
+  const uint64_t sent = postHeader(header, *right_);
   const Clock::time_point start = Clock::now();
   Clock::time_point until = deadline();
   while (right_->sendsDone() < sent) {
@@ -125,7 +160,12 @@ PassTimes ProgressEngine::run(const RingSchedule& s, const GroupHeader& h, const
   if (pendingAbort_) throw *pendingAbort_;
   if (device != nullptr && device != device_)
     fail(RR_ERR_INTERNAL, "rank {}: a device pass before the device was attached", rank_);
-  const PassArgs args{s,    *left_, *right_, h.dtype, h.op, size_, send, recv,
+  // Recursive doubling at n > 2: every partner gets this rank's header on its link, and its
+  // data is received only once its header has been checked (PartnerLink::headerChecked).
+  const bool partners = s.usesPartners();
+  const std::span<PartnerLink> partnerLinks =
+      partners ? std::span<PartnerLink>(partners_) : std::span<PartnerLink>();
+  const PassArgs args{s,     *left_, *right_, partnerLinks, h.dtype, h.op, size_, send, recv,
                       device != nullptr ? devStaging_ : staging_, segmentBytes_};
   // On the stack: a pass allocates nothing.
   std::optional<DevicePass> devicePass;
@@ -138,7 +178,12 @@ PassTimes ProgressEngine::run(const RingSchedule& s, const GroupHeader& h, const
   // waits for a header to go around the ring. The left neighbour's header is checked
   // before any of its data is received (a frame of another collective must never land in
   // this one's buffers).
-  const uint64_t headerSent = postHeader(h);
+  const uint64_t headerSent = postHeader(h, *right_);
+  for (size_t i = 0; i < partnerLinks.size(); ++i) {
+    partners_[i].headerChecked = false;
+    partnerHeaderSent_[i] = postHeader(h, *partners_[i].link, false);
+    partnerInbox_[i].post();
+  }
   bool headerOk = leftHeader != nullptr;
   if (headerOk)
     checkLeftHeader(*leftHeader, h);
@@ -150,17 +195,19 @@ PassTimes ProgressEngine::run(const RingSchedule& s, const GroupHeader& h, const
   PassCounters c;
   Clock::time_point lastMoved = Clock::now();
   Clock::time_point until = deadline();
-  while (c.recvDone < n || c.sendDone < n || !headerOk || right_->sendsDone() < headerSent) {
+  while (c.recvDone < n || c.sendDone < n || !headerOk || right_->sendsDone() < headerSent ||
+         (partners && !partnersDone())) {
     checkAborted();
     bool moved = pass->postSends(c);
-    if (headerOk) moved |= pass->postRecvs(c);
+    if (partners) moved |= checkPartnerHeaders(h);
+    if (headerOk || partners) moved |= pass->postRecvs(c);  // a partner's data: after its header
     if (testPauseMs_ > 0 && c.sendPosted == n && c.sendDone < n) {
       std::this_thread::sleep_for(std::chrono::milliseconds(testPauseMs_));  // a slow rank
       testPauseMs_ = 0;
     }
     moved |= progressLinks(h.firstSeq);
     if (!headerOk && leftHeaderArrived()) {
-      const GroupHeader left = GroupHeader::decode(leftHeader_, leftRank());
+      const GroupHeader left = GroupHeader::decode(leftInbox_.bytes, leftRank());
       moved = true;
       if (left.proposal) {
         // Rank 0 proposed fusion while this rank had one collective queued and started it
@@ -199,7 +246,8 @@ PassTimes ProgressEngine::run(const RingSchedule& s, const GroupHeader& h, const
         fail(RR_ERR_TIMEOUT, "{}: no progress for {} ms on rank {}: {}", what, timeoutMs_, rank_, stalled);
       }
       const bool left = !headerOk || c.recvDone < n;
-      timeout(what, left, left ? c.recvDone : c.sendDone, n);
+      const int partner = headerOk && partners ? awaitedPartner(s, c) : -1;
+      timeout(what, partner >= 0 ? c.recvDone < n : left, left ? c.recvDone : c.sendDone, n, partner);
     }
     // Device work has no fd to wake the wait: poll instead of sleeping while it runs.
     wait(until, lastMoved, devicePending);
@@ -210,28 +258,28 @@ PassTimes ProgressEngine::run(const RingSchedule& s, const GroupHeader& h, const
   return times;
 }
 
-void ProgressEngine::checkLeftHeader(const GroupHeader& left, const GroupHeader& mine) const {
+void ProgressEngine::checkPeerHeader(int peer, const GroupHeader& left, const GroupHeader& mine) const {
   if (left.proposal)
     fail(RR_ERR_MISMATCH, "ranks disagree on a collective: rank {} proposed fusing from {}, rank {} called {}",
-         leftRank(), describeOp(left.opAt(0)), rank_, describeOp(mine.opAt(0)));
+         peer, describeOp(left.opAt(0)), rank_, describeOp(mine.opAt(0)));
   for (size_t i = 0; i < std::min(left.numOps, mine.numOps); ++i)
     if (!sameOp(left.opAt(i), mine.opAt(i)))
-      fail(RR_ERR_MISMATCH, "ranks disagree on a collective: rank {} called {}, rank {} called {}", leftRank(),
+      fail(RR_ERR_MISMATCH, "ranks disagree on a collective: rank {} called {}, rank {} called {}", peer,
            describeOp(left.opAt(i)), rank_, describeOp(mine.opAt(i)));
   if (left.numOps != mine.numOps)
     fail(RR_ERR_MISMATCH, "ranks disagree on a collective: rank {} runs {} collectives in one pass from {}, rank {} runs {}",
-         leftRank(), left.numOps, describeOp(left.opAt(0)), rank_, mine.numOps);
+         peer, left.numOps, describeOp(left.opAt(0)), rank_, mine.numOps);
   if (left.algo != mine.algo)
     fail(RR_ERR_MISMATCH,
          "ranks disagree on the algorithm of {}{}: rank {} runs {}, rank {} runs {} (RR_ALGO must be the "
          "same on every rank)",
          describeOp(mine.opAt(0)), mine.numOps > 1 ? fmt::format(" (fused with {} more)", mine.numOps - 1) : "",
-         leftRank(), algorithmName(left.algo), rank_, algorithmName(mine.algo));
+         peer, algorithmName(left.algo), rank_, algorithmName(mine.algo));
 }
 
 bool ProgressEngine::progressLinks(uint64_t seq) {
   bool moved = false;
-  for (Link* link : {right_, left_}) {
+  forEachLink([&](Link* link) {
     try {
       moved |= link->progress();
     } catch (const Error& e) {
@@ -242,7 +290,7 @@ bool ProgressEngine::progressLinks(uint64_t seq) {
       // on. Not progress: the deadline of this pass still runs from its last real progress.
       if (!pendingAbort_) pendingAbort_ = e;
     }
-  }
+  });
   return moved;
 }
 
@@ -255,18 +303,19 @@ void ProgressEngine::preferAbort(Link* lost, const Error& loss, uint64_t seq) {
   if (pendingAbort_) throw *pendingAbort_;
   const Clock::time_point until = Clock::now() + std::chrono::milliseconds(std::clamp(timeoutMs_ / 10, 1, 50));
   for (;;) {
-    for (Link* link : {right_, left_}) {
-      if (link == lost) continue;
+    bool later = false;
+    forEachLink([&](Link* link) {
+      if (link == lost || later) return;
       try {
         link->progress();
       } catch (const Error& e) {
         if (e.origin() < 0) throw loss;  // that one is gone too: this rank's own view is all there is
         if (e.seq() <= seq) throw;
         pendingAbort_ = e;  // a later collective's: it fails the next call, the loss this one
-        return;
+        later = true;
       }
-    }
-    if (Clock::now() >= until) return;
+    });
+    if (later || Clock::now() >= until) return;
     events_.dispatch(1);
   }
 }
@@ -302,7 +351,7 @@ void ProgressEngine::stalledOn(uint64_t seq, WaitingOn on, Clock::time_point sin
 }
 
 void ProgressEngine::timeout(const std::string& what, bool waitingForLeft, size_t done,
-                             size_t total) {
+                             size_t total, int partner) {
   if (pendingAbort_) throw *pendingAbort_;
   const int left = (rank_ - 1 + size_) % size_;
   const int right = (rank_ + 1) % size_;
@@ -322,6 +371,16 @@ void ProgressEngine::timeout(const std::string& what, bool waitingForLeft, size_
     if (Clock::now() < grace) wait(grace, Clock::time_point{});
   } while (Clock::now() < grace);
   if (!cause.empty()) cause += "; ";
+  if (partner >= 0 && waitingForLeft)
+    fail(RR_ERR_TIMEOUT,
+         "{}: {}no progress for {} ms on rank {}: waiting for data from rank {} (recursive "
+         "doubling partner); {} of {} segments received",
+         what, cause, timeoutMs_, rank_, partner, done, total);
+  if (partner >= 0)
+    fail(RR_ERR_TIMEOUT,
+         "{}: {}no progress for {} ms on rank {}: waiting for rank {} (recursive doubling "
+         "partner) to take data; {} of {} segments sent",
+         what, cause, timeoutMs_, rank_, partner, done, total);
   if (waitingForLeft)
     fail(RR_ERR_TIMEOUT,
          "{}: {}no progress for {} ms on rank {}: waiting for data from rank {} (left "

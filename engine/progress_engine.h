@@ -6,7 +6,10 @@
 //
 // Every pass starts with a GroupHeader (op_header.h): each rank sends its own right, with
 // the pass's data behind it, and checks its left neighbour's (run()); only a fusion
-// proposal goes around the ring first (sendHeader, receiveHeader). A neighbour's abort
+// proposal goes around the ring first (sendHeader, receiveHeader). A pass of recursive
+// doubling at n > 2 also sends its header to every partner on the partner's link and
+// checks each partner's before taking any of its data; the ring's header still goes right
+// (it is what a fusion proposal meets). A neighbour's or partner's abort
 // frame fails the running pass,
 // unless it comes from a later collective (the neighbour finished this one and failed in
 // the next): then this rank finishes its part and the abort fails its next call.
@@ -21,6 +24,7 @@
 #include <cstdint>
 #include <functional>
 #include <optional>
+#include <vector>
 
 #include "engine/op_header.h"
 #include "engine/pass.h"
@@ -46,9 +50,10 @@ class ProgressEngine {
   // onIdle runs every 100 ms while the engine waits; once `aborted` is set, every wait
   // throws RR_ERR_ABORTED (the setter also wakes the event set). For `spin` after its last
   // progress a waiting pass only looks at its links instead of sleeping (RR_SPIN_US).
-  ProgressEngine(int rank, int size, Link* left, Link* right, EventSet& events, size_t segmentBytes,
-                 int timeoutMs, std::chrono::microseconds spin, std::function<void()> onIdle,
-                 const std::atomic<bool>* aborted);
+  // `partners`: the links to recursive doubling partners (rd_schedule.h; none at n <= 2).
+  ProgressEngine(int rank, int size, Link* left, Link* right, std::vector<PartnerLink> partners,
+                 EventSet& events, size_t segmentBytes, int timeoutMs, std::chrono::microseconds spin,
+                 std::function<void()> onIdle, const std::atomic<bool>* aborted);
   ~ProgressEngine();
 
   size_t segmentBytes() const { return segmentBytes_; }
@@ -85,25 +90,53 @@ class ProgressEngine {
                 const void* send, void* recv, Device* device = nullptr);
 
  private:
+  // The receive of one peer's op header: a fixed frame, then the counts of a fused pass.
+  struct HeaderInbox {
+    Link* link = nullptr;
+    int rank = -1;
+    uint8_t bytes[GroupHeader::kBytes] = {};
+    uint64_t msg = 0;   // the link's receive count before the pending frame
+    bool rest = false;  // the pending frame is the counts of a fused pass
+    void post();
+    bool arrived();     // true once all of it is in `bytes`
+  };
+
   bool progressLinks(uint64_t seq);
+  // Every link: the ring's two, then the partners'.
+  template <typename F>
+  void forEachLink(F&& f) {
+    f(right_);
+    f(left_);
+    for (PartnerLink& p : partners_) f(p.link);
+  }
+  // Checks the partners' headers that arrived; true if any did.
+  bool checkPartnerHeaders(const GroupHeader& mine);
+  bool partnersDone() const;
+  // The partner a pass waits for (its header, or the data of unit `recvDone`), or -1.
+  int awaitedPartner(const RingSchedule& s, const PassCounters& c) const;
   // After `lost` failed with RR_ERR_PEER_LOST in collective `seq`: throws the other link's
   // abort frame of this or an earlier collective if one comes within a short grace, else
   // returns (the caller reports the loss).
   void preferAbort(Link* lost, const Error& loss, uint64_t seq);
-  // A header's frames on the right link; returns the link's send count once they are out.
-  uint64_t postHeader(const GroupHeader& h);
+  // A header's frames on `link` (encoded in sentHeader_ first when `encode`); returns the
+  // link's send count once they are out.
+  uint64_t postHeader(const GroupHeader& h, Link& link, bool encode = true);
   // Posts the receive of the left neighbour's next header; leftHeaderArrived() turns true
-  // once all of it is in leftHeader_ (a fused pass's counts come in a second frame).
-  void postLeftHeader();
-  bool leftHeaderArrived();
+  // once all of it is in leftInbox_ (a fused pass's counts come in a second frame).
+  void postLeftHeader() { leftInbox_.post(); }
+  bool leftHeaderArrived() { return leftInbox_.arrived(); }
   int leftRank() const { return (rank_ - 1 + size_) % size_; }
   // Throws RR_ERR_MISMATCH naming both ranks and the first collective they disagree on.
-  void checkLeftHeader(const GroupHeader& left, const GroupHeader& mine) const;
+  void checkLeftHeader(const GroupHeader& left, const GroupHeader& mine) const {
+    checkPeerHeader(leftRank(), left, mine);
+  }
+  void checkPeerHeader(int peer, const GroupHeader& theirs, const GroupHeader& mine) const;
   // Waits for an event until `deadline`; only looks while within the spin window after
   // `since` (the last progress) or while device work is pending.
   void wait(Clock::time_point deadline, Clock::time_point since, bool devicePending = false);
+  // `partner`: the recursive doubling partner waited for, else -1 (a ring neighbour).
   [[noreturn]] void timeout(const std::string& what, bool waitingForLeft, size_t done,
-                            size_t total);
+                            size_t total, int partner = -1);
   // Marks the engine stalled in op `seq` on `on` since `since` (kNothing: it moved).
   void stalledOn(uint64_t seq, WaitingOn on, Clock::time_point since);
   Clock::time_point deadline() const;
@@ -113,6 +146,9 @@ class ProgressEngine {
   int size_;
   Link* left_;
   Link* right_;
+  std::vector<PartnerLink> partners_;
+  std::vector<HeaderInbox> partnerInbox_;  // one per partner, in partners_' order
+  std::vector<uint64_t> partnerHeaderSent_;
   EventSet& events_;
   size_t segmentBytes_;
   int timeoutMs_;
@@ -130,9 +166,7 @@ class ProgressEngine {
   StallState stall_;
   std::function<std::string(const StallState&)> explain_;
   uint8_t sentHeader_[GroupHeader::kBytes] = {};
-  uint8_t leftHeader_[GroupHeader::kBytes] = {};
-  uint64_t leftHeaderMsg_ = 0;   // the left link's receive count before the pending header frame
-  bool leftHeaderRest_ = false;  // the pending frame is the counts of a fused pass
+  HeaderInbox leftInbox_;
 };
 
 }  // namespace rr

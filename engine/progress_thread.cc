@@ -163,7 +163,7 @@ void Communicator::runPass(const std::vector<std::shared_ptr<Request>>& ops, con
   params.count = count;
   params.depth = ProgressEngine::kDepth;
   params.root = h.root;
-  params.algo = config_.algorithmFor(h.kind, count * es);
+  params.algo = config_.algorithmFor(h.kind, count * es, device != nullptr);
   // This rank's header says which algorithm it runs; a left neighbour's that differs is
   // named by the engine (the settings differ between the ranks).
   GroupHeader mine = h;
@@ -229,16 +229,16 @@ void Communicator::poison(const Error& error, uint64_t seq) {
     if (!error_) error_ = std::make_pair(error.code(), std::string(error.what()));
   }
   log_->error("{}", error.what());
-  // Forward the first failure to both neighbours (a received abort keeps its origin). The
-  // sockets stay open so that the frame is read before the connection ends; a link whose
-  // frame could not go out is closed so the neighbour sees the loss now, not at its timeout.
+  // Forward the first failure to both neighbours and every partner (a received abort keeps
+  // its origin). The sockets stay open so that the frame is read before the connection
+  // ends; a link whose frame could not go out is closed so the peer sees the loss now, not
+  // at its timeout.
   const int origin = error.origin() >= 0 ? error.origin() : config_.rank;
   const uint64_t originSeq = error.origin() >= 0 ? error.seq() : seq;
-  for (Link* link : {left_.get(), right_.get()})
-    if (link && !link->sendAbort(origin, error.code(), originSeq, error.reason())) link->shutdown();
+  for (Link* link : links())
+    if (!link->sendAbort(origin, error.code(), originSeq, error.reason())) link->shutdown();
   // The failed collective's buffers go back to the caller next: no link may touch them.
-  for (Link* link : {left_.get(), right_.get()})
-    if (link) link->quiesce();
+  for (Link* link : links()) link->quiesce();
 }
 
 }  // namespace rr

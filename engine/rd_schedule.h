@@ -1,34 +1,51 @@
 // Recursive doubling: the all-reduce for small buckets, as units of the ring schedule's
 // kind (ring_schedule.h) that the same passes run.
 //
-//   step j = 0 .. log2(n)-1: rank r and its partner p = r XOR 2^j exchange their whole
-//   partial result, and both reduce the two in rank order (the lower rank's operand first)
+//   p = the largest power of two <= n, rem = n - p; ranks 0 .. 2rem-1 pair up (2i, 2i+1):
 //
-// After step j each rank holds the reduction of its group of 2^(j+1) ranks, combined in
-// the same tree on every rank, so the result is bitwise identical everywhere even where an
-// op is not commutative bit for bit (MIN/MAX on -0/+0, a NaN's payload: the first operand's).
-// Cost: log2(n) latencies, against the ring's 2(n-1), and S bytes sent per rank per step.
+//   fold-in  (rem > 0)   rank 2i sends its bucket to 2i+1, which reduces (2i first)
+//   step j = 0..log2 p-1 the p ranks left (new rank q: 2i+1 -> i, r >= 2rem -> r - rem)
+//                        exchange with new rank q XOR 2^j and reduce, the lower group first
+//   fold-out (rem > 0)   rank 2i+1 sends the result back to 2i, which copies it
 //
-// What is built: n = 2, one exchange, where the partner is both ring neighbours, so the
-// ring's links carry it (send right, receive from the left: the same rank). Larger n needs
-// links to partners that are not ring neighbours and the usual fold-in when n is not a power
-// of two (README, "Not yet done"); a schedule for them is refused here.
+//   n = 6 (p = 4, rem = 2):   0 -> 1   2 -> 3      (fold-in)
+//                             1 <-> 3   4 <-> 5    (step 0: new ranks 0,1 and 2,3)
+//                             1 <-> 4   3 <-> 5    (step 1: new ranks 0,2 and 1,3)
+//                             0 <- 1   2 <- 3      (fold-out)
 //
-// Units: the bucket cut into segments, unit k = segment k: send it from the input, receive
-// the partner's segment k and reduce it into the output. No unit waits for a receive; a
-// unit's reduction waits for its own send (afterSend), which reads the same elements when
-// the call is in place.
+// Every group combines a contiguous range of ranks with the range after it, so each rank's
+// result is the same tree over the ranks in order: bitwise identical everywhere, even where
+// an op is not commutative bit for bit (MIN/MAX on -0/+0, a NaN's payload: the first
+// operand's). Cost: log2 p exchanges (+2 hops when n is not a power of two), against the
+// ring's 2(n-1) hops, and the whole bucket sent per exchange: for small buckets only.
+//
+// Links: at n = 2 the partner is both ring neighbours, so the ring's links carry the one
+// exchange (send right, receive from the left; Unit::peer = -1). For n > 2 each rank has a
+// link of its own to every partner (rdPartners), made at init beside the ring's; a unit
+// names its partner in Unit::peer and sends and receives on that link only.
+//
+// Units: unit k = step * segments + segment, the same numbering on every rank (a rank with
+// nothing to do in a step, as 2i in the exchanges, has empty units there). A unit's send
+// waits for the same segment's reduction of the step before (dependsOn), and its reduction
+// waits for its own send (afterSend), which reads the same elements.
 #pragma once
 
 #include <cstddef>
+#include <vector>
 
 #include "engine/ring_schedule.h"
 
 namespace rr {
 
-// Whether recursive doubling is built for `size` ranks (2 only, see above).
+// Whether recursive doubling runs for `size` ranks (any size > 1).
 bool rdSupports(int size);
 size_t rdNumUnits(const ScheduleParams& params);
 Unit rdUnit(const ScheduleParams& params, size_t k);
+
+// The ranks `rank` exchanges with at size > 2, in step order (fold partner first), each
+// once; empty at size <= 2 (the ring's links serve). A link to each is made at init: the
+// lower rank of a pair connects, the higher accepts (rdConnects says which).
+std::vector<int> rdPartners(int rank, int size);
+inline bool rdConnects(int rank, int partner) { return rank < partner; }
 
 }  // namespace rr

@@ -56,10 +56,12 @@ struct Unit {
   Buffer recvInto = Buffer::kNone;  // kNone: nothing to receive in this unit
   size_t recvOffset = 0;
   size_t recvCount = 0;
-  bool reduce = false;         // recvInto = send[reduceOffset] op received (else: a copy)
-  size_t reduceOffset = 0;     // offset into kSend of the local operand
-  bool firstReduce = false;    // the first reduction of these elements: the received
-                               // segment is one rank's raw input (float RR_AVG scales it)
+  bool reduce = false;         // recvInto = local operand op received (else: a copy)
+  Buffer reduceFrom = Buffer::kSend;  // the local operand: kSend, this rank's raw input
+                                      // (float RR_AVG scales it), or kRecv, a partial result
+  size_t reduceOffset = 0;     // element offset of the local operand in reduceFrom
+  bool firstReduce = false;    // the received segment is one rank's raw input (float
+                               // RR_AVG scales it): its first reduction
   bool lastReduce = false;     // the last reduction of these elements (integer RR_AVG divides here)
   bool receivedFirst = false;  // the received segment is the first operand (it comes from a
                                // lower rank: every rank then reduces in rank order)
@@ -67,6 +69,9 @@ struct Unit {
                                // its bytes (it overwrites them when the call is in place)
 
   int64_t dependsOn = -1;      // the send waits until the receive of this unit is done
+  int peer = -1;               // -1: send to the right neighbour, receive from the left;
+                               // else the one rank this unit sends to and receives from
+                               // over its own link (recursive doubling at n > 2)
 };
 
 struct ScheduleParams {
@@ -77,7 +82,7 @@ struct ScheduleParams {
   size_t segElems = 1;   // elements per segment (> 0)
   int depth = 2;         // segments per round per block (> 0)
   int root = 0;          // broadcast only
-  Algorithm algo = Algorithm::kRing;  // all-reduce only; kRd needs size 2 (rd_schedule.h)
+  Algorithm algo = Algorithm::kRing;  // all-reduce only; kRd: rd_schedule.h
 };
 
 class RingSchedule {
@@ -91,8 +96,11 @@ class RingSchedule {
   // Units [0, reduceEnd()) hold every reduction: once they are received, only all-gather
   // work is left. 0 for allgather and broadcast.
   size_t reduceEnd() const;
-  // Number of ring steps per round (2(n-1) for all-reduce, n-1 for the halves).
+  // Number of ring steps per round (2(n-1) for all-reduce, n-1 for the halves; 1 for
+  // recursive doubling, whose steps are rd_schedule.h's).
   int steps() const { return steps_; }
+  // Whether units send to and receive from partners other than the ring's neighbours.
+  bool usesPartners() const { return params_.algo == Algorithm::kRd && params_.size > 2; }
   // Chunk bounds, computed here only: [begin, end) of block `block` in element offsets of
   // the full n-block layout.
   size_t blockBegin(int block) const;

@@ -205,7 +205,7 @@ int main(int argc, char** argv) {
   // smaller largest count: 20011 float64 still make 13 segments and more per chunk at n = 3 with
   // RR_SEGMENT_BYTES=4096, more than the 8 staging slots, so every slot is reused.
   const char* quickEnv = std::getenv("RR_TEST_QUICK");
-  int quick = quickEnv == nullptr ? 0 : std::string(quickEnv) == "2" ? 2 : std::string(quickEnv) == "1" ? 1 : 0;
+  int quick = quickEnv != nullptr ? std::clamp(std::atoi(quickEnv), 0, 2) : 0;
   bool device = false;
   for (int i = 1; i < argc; ++i) {
     if (std::string(argv[i]) == "--quick") quick = std::max(quick, 1);

@@ -26,6 +26,7 @@
 
 #include "engine/bootstrap_wire.h"
 #include "engine/config.h"
+#include "engine/rd_schedule.h"
 #include "engine/rendezvous.h"
 #include "transport/error.h"
 #include "transport/handshake.h"
@@ -81,16 +82,21 @@ int clients(const rr::SockAddr& addr, const rr::JobIdentity& job, int size, int 
           ++wrong;
         }
       }
-      for (auto& [r, fd] : mine) {  // the verdict: the size and the right neighbour only
+      // The verdict: the size, the right neighbour and the partners this rank connects to only.
+      auto portOf = [](int rank) { return rank == 0 ? uint16_t{9999} : static_cast<uint16_t>(10000 + rank % 50000); };
+      for (auto& [r, fd] : mine) {
         try {
           uint8_t n[4];
           rr::recvAll(fd.get(), n, 4, deadline, "rank 0");
           const rr::Endpoint e = rr::recvEndpoint(fd.get(), deadline, "rank 0");
-          const int right = (r + 1) % size;
-          const uint16_t want = right == 0 ? 9999 : static_cast<uint16_t>(10000 + right % 50000);
+          bool partnersRight = true;
+          for (int p : rr::rdPartners(r, size))
+            if (rr::rdConnects(r, p)) partnersRight &= rr::recvEndpoint(fd.get(), deadline, "rank 0").port == portOf(p);
           uint8_t extra = 0;
           const bool more = ::recv(fd.get(), &extra, 1, MSG_DONTWAIT) > 0;
-          if (rr::wire::get32(n) == static_cast<uint32_t>(size) && e.port == want && !more) ++ok;
+          if (rr::wire::get32(n) == static_cast<uint32_t>(size) && e.port == portOf((r + 1) % size) &&
+              partnersRight && !more)
+            ++ok;
           else ++wrong;
         } catch (const rr::Error& e) {
           std::fprintf(stderr, "rank %d got no verdict: %s\n", r, e.what());
@@ -197,8 +203,11 @@ int main(int argc, char** argv) {
     std::vector<rr::Fd> conns = rr::gatherRanks(c, listener.get(), table, rr::deadlineIn(60000), *log);
     const double formed = std::chrono::duration<double>(Clock::now() - t0).count();
     table[0] = rr::Endpoint{"127.0.0.1", 9999};
-    for (int r = 1; r < size; ++r) {  // as bootstrap.cc sends it: the size, the right neighbour
-      const std::string verdict = rr::encodeVerdict(size, table[static_cast<size_t>((r + 1) % size)]);
+    for (int r = 1; r < size; ++r) {  // as bootstrap.cc sends it: the size, the right neighbour, partners
+      std::vector<rr::Endpoint> partners;
+      for (int p : rr::rdPartners(r, size))
+        if (rr::rdConnects(r, p)) partners.push_back(table[static_cast<size_t>(p)]);
+      const std::string verdict = rr::encodeVerdict(size, table[static_cast<size_t>((r + 1) % size)], partners);
       rr::sendAll(conns[static_cast<size_t>(r)].get(), verdict.data(), verdict.size(), rr::deadlineIn(10000), "rank");
       sent += verdict.size();
     }

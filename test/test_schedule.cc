@@ -1,9 +1,10 @@
 // RingSchedule against the closed form of DESIGN.md §4, and a simulation that runs every
 // rank's schedule in memory and checks the final buffers, for n = 1..16 and the counts
 // 0, 1, n-1, n, n+1, primes, and more than one round of segments; recursive doubling's
-// units (rd_schedule.h) the same way at n = 2, with the order of their operands.
+// units (rd_schedule.h) the same way for n = 2..16, with the order of their operands.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <map>
 #include <vector>
 
@@ -244,18 +245,14 @@ TEST_CASE("recursive doubling at n = 2: one exchange of every segment, operands 
   for (size_t seg : {size_t{1}, size_t{3}, size_t{64}}) {
     for (size_t count : countsFor(n, seg, 4)) {
       CAPTURE(seg, count);
-      std::vector<std::vector<int64_t>> input(n);
-      for (int r = 0; r < n; ++r)
-        for (size_t i = 0; i < count; ++i) input[r].push_back(static_cast<int64_t>(i * 7 + 1000 * r));
-      const auto recv = simulate(Collective::kAllReduce, n, count, seg, 4, 0, input, rr::Algorithm::kRd);
-      for (int r = 0; r < n; ++r)
-        for (size_t i = 0; i < count; ++i) REQUIRE(recv[r][i] == input[0][i] + input[1][i]);
       for (int r = 0; r < n; ++r) {
         const RingSchedule s = make(Collective::kAllReduce, r, n, count, seg, 4, 0, rr::Algorithm::kRd);
         REQUIRE(s.numUnits() == (count + seg - 1) / seg);
         REQUIRE(s.reduceEnd() == s.numUnits());
+        REQUIRE_FALSE(s.usesPartners());
         for (size_t k = 0; k < s.numUnits(); ++k) {
           const Unit u = s.unit(k);
+          REQUIRE(u.peer == -1);                               // the ring's links carry it
           REQUIRE(u.dependsOn == -1);                          // no unit waits for a receive
           REQUIRE(u.afterSend == static_cast<int64_t>(k));     // in place: the send reads first
           REQUIRE(u.sendFrom == Buffer::kSend);
@@ -267,9 +264,170 @@ TEST_CASE("recursive doubling at n = 2: one exchange of every segment, operands 
   }
 }
 
-TEST_CASE("recursive doubling is refused where it is not built") {
-  REQUIRE(rr::rdSupports(2));
-  for (int n : {1, 3, 4, 8}) REQUIRE_FALSE(rr::rdSupports(n));
-  REQUIRE_THROWS_AS(make(Collective::kAllReduce, 0, 4, 100, 8, 4, 0, rr::Algorithm::kRd), rr::Error);
+namespace {
+
+// An associative op that is not commutative: composition of maps x -> a x + b modulo a
+// prime, packed (a << 32 | b). A result equals the composition in rank order only if every
+// rank combined the operands in that order (a tree over contiguous ranges, lower first).
+constexpr int64_t kPrime = 2147483647;
+int64_t compose(int64_t f, int64_t g) {
+  const int64_t a1 = f >> 32, b1 = f & 0xffffffff, a2 = g >> 32, b2 = g & 0xffffffff;
+  return (a1 * a2 % kPrime) << 32 | ((a1 * b2 + b1) % kPrime);
+}
+
+struct Elem {
+  int64_t value = 0;
+  int ranks = 0;  // how many ranks' inputs are in it
+};
+
+// Runs every rank's recursive doubling units over one FIFO queue per ordered pair of ranks
+// (a unit sends to and receives from its peer, or the ring's neighbours when peer < 0), as
+// the engine orders them: a send once the receive it depends on is done, a reduction once
+// its own send has read (afterSend), in place when asked (the send buffer is the result
+// buffer). Checks the flags the passes rely on: firstReduce (the received operand is one
+// rank's raw input), reduceFrom (kSend: this rank's raw input), lastReduce (all n are in).
+std::vector<std::vector<int64_t>> simulateRd(int n, size_t count, size_t seg, bool inPlace, bool composeOp,
+                                             const std::vector<std::vector<int64_t>>& input) {
+  std::vector<RingSchedule> s;
+  for (int r = 0; r < n; ++r) s.push_back(make(Collective::kAllReduce, r, n, count, seg, 4, 0, rr::Algorithm::kRd));
+  const size_t units = s[0].numUnits();
+  std::vector<std::vector<Elem>> recv(n, std::vector<Elem>(count));
+  std::vector<std::vector<Elem>> send(n, std::vector<Elem>(count));
+  for (int r = 0; r < n; ++r)
+    for (size_t i = 0; i < count; ++i) send[r][i] = recv[r][i] = Elem{input[r][i], 1};
+  auto sendBuf = [&](int r) -> std::vector<Elem>& { return inPlace ? recv[r] : send[r]; };
+  std::map<std::pair<int, int>, std::vector<std::vector<Elem>>> queue;
+  std::map<std::pair<int, int>, size_t> head;
+  std::vector<size_t> sent(n, 0), received(n, 0);
+  for (bool moved = true; moved;) {
+    moved = false;
+    for (int r = 0; r < n; ++r) {
+      REQUIRE(s[r].numUnits() == units);
+      while (sent[r] < units) {
+        const Unit u = s[r].unit(sent[r]);
+        if (u.dependsOn >= 0 && received[r] <= static_cast<size_t>(u.dependsOn)) break;
+        if (u.sendFrom != Buffer::kNone) {
+          REQUIRE(u.sendFrom != Buffer::kStage);
+          const auto& from = u.sendFrom == Buffer::kSend ? sendBuf(r) : recv[r];
+          const int to = u.peer >= 0 ? u.peer : (r + 1) % n;
+          queue[{r, to}].emplace_back(from.begin() + static_cast<long>(u.sendOffset),
+                                      from.begin() + static_cast<long>(u.sendOffset + u.sendCount));
+        }
+        ++sent[r];
+        moved = true;
+      }
+      while (received[r] < units) {
+        const Unit u = s[r].unit(received[r]);
+        if (u.afterSend >= 0 && sent[r] <= static_cast<size_t>(u.afterSend)) break;
+        if (u.recvInto != Buffer::kNone) {
+          REQUIRE(u.recvInto == Buffer::kRecv);
+          const int from = u.peer >= 0 ? u.peer : mod(r - 1, n);
+          auto& q = queue[{from, r}];
+          size_t& h = head[{from, r}];
+          if (h == q.size()) break;
+          const std::vector<Elem> got = q[h++];
+          REQUIRE(got.size() == u.recvCount);
+          for (size_t i = 0; i < got.size(); ++i) {
+            Elem& dst = recv[r][u.recvOffset + i];
+            if (!u.reduce) {
+              dst = got[i];
+              continue;
+            }
+            const Elem mine = (u.reduceFrom == Buffer::kRecv ? recv[r] : sendBuf(r))[u.reduceOffset + i];
+            REQUIRE(u.firstReduce == (got[i].ranks == 1));
+            REQUIRE((u.reduceFrom == Buffer::kSend) == (mine.ranks == 1));
+            const Elem& first = u.receivedFirst ? got[i] : mine;
+            const Elem& second = u.receivedFirst ? mine : got[i];
+            dst.value = composeOp ? compose(first.value, second.value) : first.value + second.value;
+            dst.ranks = mine.ranks + got[i].ranks;
+            REQUIRE(u.lastReduce == (dst.ranks == n));
+          }
+        }
+        ++received[r];
+        moved = true;
+      }
+    }
+  }
+  std::vector<std::vector<int64_t>> out(n);
+  for (int r = 0; r < n; ++r) {
+    REQUIRE(sent[r] == units);
+    REQUIRE(received[r] == units);
+    for (const Elem& e : recv[r]) {
+      REQUIRE(e.ranks == n);
+      out[r].push_back(e.value);
+    }
+  }
+  for (const auto& [pair, q] : queue) REQUIRE(head[pair] == q.size());  // nothing left unread
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("recursive doubling at n = 3..16: exact sums, the same tree in rank order everywhere") {
+  for (int n = 3; n <= 16; ++n) {
+    for (size_t seg : {size_t{1}, size_t{5}}) {
+      for (size_t count : {size_t{0}, size_t{1}, size_t{4}, size_t{13}, size_t{23}}) {
+        for (bool inPlace : {false, true}) {
+          CAPTURE(n, seg, count, inPlace);
+          std::vector<std::vector<int64_t>> input(n);
+          for (int r = 0; r < n; ++r)
+            for (size_t i = 0; i < count; ++i)
+              input[r].push_back(static_cast<int64_t>(((r + 2) * 7919 + i) % 1000) << 32 |
+                                 static_cast<int64_t>((r * 104729 + i * 31) % 100000));
+          const auto sums = simulateRd(n, count, seg, inPlace, false, input);
+          const auto composed = simulateRd(n, count, seg, inPlace, true, input);
+          for (size_t i = 0; i < count; ++i) {
+            int64_t sum = 0, inOrder = input[0][i];
+            for (int r = 0; r < n; ++r) sum += input[r][i];
+            for (int r = 1; r < n; ++r) inOrder = compose(inOrder, input[r][i]);
+            for (int r = 0; r < n; ++r) {
+              REQUIRE(sums[r][i] == sum);
+              REQUIRE(composed[r][i] == inOrder);
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("recursive doubling's partners: log2 p exchanges, a fold pair, each link made once") {
+  for (int n = 3; n <= 64; ++n) {
+    int p = 1, levels = 0;
+    while (p * 2 <= n) p *= 2, ++levels;
+    const int rem = n - p;
+    std::map<std::pair<int, int>, int> seen;
+    for (int r = 0; r < n; ++r) {
+      const std::vector<int> partners = rr::rdPartners(r, n);
+      const size_t want = r < 2 * rem ? (r % 2 == 0 ? 1 : 1 + levels) : levels;
+      CAPTURE(n, r);
+      REQUIRE(partners.size() <= want);  // fewer only where a fold partner is also an exchange's
+      REQUIRE(partners.size() >= std::min<size_t>(want, 1));
+      for (int q : partners) {
+        REQUIRE(q != r);
+        REQUIRE(q >= 0);
+        REQUIRE(q < n);
+        const std::vector<int> back = rr::rdPartners(q, n);
+        REQUIRE(std::find(back.begin(), back.end(), r) != back.end());  // both sides make the link
+        ++seen[{std::min(r, q), std::max(r, q)}];
+      }
+      // Every peer a unit names is a partner.
+      const RingSchedule s = make(Collective::kAllReduce, r, n, 7, 2, 4, 0, rr::Algorithm::kRd);
+      REQUIRE(s.usesPartners());
+      for (size_t k = 0; k < s.numUnits(); ++k) {
+        const Unit u = s.unit(k);
+        if (u.sendFrom != Buffer::kNone || u.recvInto != Buffer::kNone)
+          REQUIRE(std::find(partners.begin(), partners.end(), u.peer) != partners.end());
+      }
+    }
+    for (const auto& [pair, times] : seen) REQUIRE(times == 2);  // once from each side
+  }
+  for (int n : {1, 2}) REQUIRE(rr::rdPartners(0, n).empty());
+}
+
+TEST_CASE("recursive doubling is refused for other collectives") {
+  REQUIRE_FALSE(rr::rdSupports(1));
+  for (int n : {2, 3, 4, 8, 13}) REQUIRE(rr::rdSupports(n));
   REQUIRE_THROWS_AS(make(Collective::kAllGather, 0, 2, 100, 8, 4, 0, rr::Algorithm::kRd), rr::Error);
+  REQUIRE_THROWS_AS(make(Collective::kReduceScatter, 0, 4, 100, 8, 4, 0, rr::Algorithm::kRd), rr::Error);
 }

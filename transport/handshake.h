@@ -22,7 +22,9 @@ namespace rr {
 
 constexpr uint32_t kMagic = 0x52524431;  // "RRD1"
 // 2: the op header's flags carry the all-reduce's algorithm (engine/op_header.h)
-constexpr uint16_t kProtocolVersion = 2;
+// 3: the rendezvous's verdict carries the recursive doubling partners' endpoints, and
+//    partners connect links of their own (kPartnerLink)
+constexpr uint16_t kProtocolVersion = 3;
 
 // kData: a TCP data socket; kUcx: the connection over which two UCX neighbours exchange
 // their worker addresses (transport/ucx/ucx_transport.h).
@@ -33,11 +35,15 @@ struct JobIdentity {
   std::string secret;
 };
 
+// Hello::index of a data or ucx connection to a recursive doubling partner (one socket),
+// not to a ring neighbour.
+constexpr uint16_t kPartnerLink = 0x8000;
+
 struct Hello {
   LinkRole role = LinkRole::kBootstrap;
   int rank = 0;
   int size = 0;
-  uint16_t index = 0;  // which socket of a striped link
+  uint16_t index = 0;  // which socket of a striped link (kPartnerLink: a partner's link)
   uint16_t links = 0;  // how many sockets the sender stripes a link over (RR_SOCKETS_PER_LINK)
 };                     // (index and links share the hello's 32-bit index field, low half first)
 

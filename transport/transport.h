@@ -1,11 +1,14 @@
 // Transport: how a rank's two ring links are made, once the rendezvous has told it where
-// its right neighbour listens (DESIGN.md §5).
+// its right neighbour listens (DESIGN.md §5), and its links to the partners of recursive
+// doubling (engine/rd_schedule.h: log2 n of them, at n > 2).
 //
 //   engine (bootstrap.cc)                          transport
 //   rendezvous with rank 0 ----------------------> listen(routeIp): where peers reach me
-//   publish it; learn the right neighbour's <-----'
-//   connectRing(right, events) ------------------> links to both neighbours, their fds
-//   agree with rank 0 that every ring formed          registered in the engine's EventSet
+//   publish it; learn the right neighbour's  <----'
+//   and the higher partners' endpoints
+//   connectRing(peers, events) ------------------> links to both neighbours and to every
+//   agree with rank 0 that every ring formed          partner, their fds registered in the
+//                                                     engine's EventSet
 //
 // The engine keeps the rendezvous (the authenticated bootstrap and the address table) and
 // never names a socket; a transport knows nothing of collectives. Whatever a transport
@@ -16,6 +19,8 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "transport/handshake.h"
 #include "transport/link.h"
@@ -36,6 +41,15 @@ struct Endpoint {
 struct RingLinks {
   std::unique_ptr<Link> left;   // from rank (r-1+n)%n: this rank receives here
   std::unique_ptr<Link> right;  // to rank (r+1)%n: this rank sends here
+  std::vector<std::unique_ptr<Link>> partners;  // one per partner (Link::peerRank), both ways
+};
+
+// Whom a rank connects to: its right neighbour, the partners it connects to (the higher
+// rank of a pair accepts), and the partners whose connections it accepts.
+struct RingPeers {
+  Endpoint right;
+  std::vector<std::pair<int, Endpoint>> connect;
+  std::vector<int> accept;
 };
 
 // What every transport is told about the job.
@@ -55,10 +69,12 @@ class Transport {
   // Opens what the neighbours connect to. `routeIp` is this rank's address on the route to
   // rank 0 (the default when no interface is chosen). Returns the endpoint to publish.
   virtual Endpoint listen(const std::string& routeIp) = 0;
-  // Connects to the right neighbour at `right` while accepting the left neighbour (both at
-  // once, or the ring would deadlock); registers the links' fds in `events`. Throws Error
-  // naming the neighbour and what went wrong; by `deadline` at the latest.
-  virtual RingLinks connectRing(const Endpoint& right, EventSet& events, Deadline deadline) = 0;
+  // Connects to the right neighbour and the partners in peers.connect while accepting the
+  // left neighbour and the partners in peers.accept (all at once, or the ring would
+  // deadlock); registers the links' fds in `events`. A partner's connection says so in its
+  // hello (kPartnerLink), so a neighbour that is also a partner connects twice. Throws Error
+  // naming the peer and what went wrong; by `deadline` at the latest.
+  virtual RingLinks connectRing(const RingPeers& peers, EventSet& events, Deadline deadline) = 0;
 };
 
 }  // namespace rr

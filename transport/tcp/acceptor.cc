@@ -107,6 +107,28 @@ AcceptStats acceptConcurrently(int listenFd, const JobIdentity& job, Deadline de
   return stats;
 }
 
+PartnerAdmission::PartnerAdmission(const std::vector<int>& accept, int size) : size_(size) {
+  for (int p : accept) claimed_[p] = false;
+}
+
+std::string PartnerAdmission::admit(const Hello& h) {
+  auto it = claimed_.find(h.rank);
+  if (it == claimed_.end() || h.size != size_)
+    return fmt::format("rank {} (size {}) connected as a recursive doubling partner, which it is not", h.rank,
+                       h.size);
+  if (it->second) return fmt::format("partner rank {} is connected already", h.rank);
+  it->second = true;
+  return "";
+}
+
+std::map<int, Fd> PartnerAdmission::take(int myRank, const AcceptStats& stats, int connectTimeoutMs) {
+  for (const auto& [rank, claimed] : claimed_)
+    if (fds_.count(rank) == 0)
+      fail(missingPeerCode(stats), "rank {}: recursive doubling partner rank {} did not connect within {} ms {}",
+           myRank, rank, connectTimeoutMs, rejectionSummary(stats));
+  return std::move(fds_);
+}
+
 std::string transportMismatch(const Hello& peer, LinkRole mine, int myRank) {
   auto name = [](LinkRole r) { return r == LinkRole::kUcx ? "ucx" : "tcp"; };
   if ((peer.role != LinkRole::kData && peer.role != LinkRole::kUcx) || peer.role == mine) return "";

@@ -6,7 +6,9 @@
 #pragma once
 
 #include <functional>
+#include <map>
 #include <string>
+#include <vector>
 
 #include "ringreduce/ringreduce.h"
 #include "transport/handshake.h"
@@ -48,6 +50,25 @@ std::string transportMismatch(const Hello& peer, LinkRole mine, int myRank);
 // "(N connections rejected, last: ADDRESS: REASON)".
 rr_result_t missingPeerCode(const AcceptStats& stats);
 std::string rejectionSummary(const AcceptStats& stats);
+
+// The recursive doubling partners a transport accepts (hellos whose index is kPartnerLink),
+// each once; used under the acceptor's lock, as the callbacks are.
+class PartnerAdmission {
+ public:
+  PartnerAdmission(const std::vector<int>& accept, int size);
+  // "" and the rank claimed, or why `h` is refused.
+  std::string admit(const Hello& h);
+  void release(int rank) { claimed_[rank] = false; }
+  void commit(int rank, Fd fd) { fds_[rank] = std::move(fd); }
+  bool complete() const { return fds_.size() == claimed_.size(); }
+  // After acceptConcurrently: the partners' connections; throws naming the first missing.
+  std::map<int, Fd> take(int myRank, const AcceptStats& stats, int connectTimeoutMs);
+
+ private:
+  std::map<int, bool> claimed_;
+  std::map<int, Fd> fds_;
+  int size_;
+};
 
 // Returns when done() or at the deadline (the caller checks which). Never leaves a thread
 // behind: if accepting itself fails, the running handshakes are cut off and joined before

@@ -25,12 +25,13 @@ Endpoint TcpTransport::listen(const std::string& routeIp) {
   return self_;
 }
 
-// Accepts the data sockets of the left neighbour, in socket-index order.
-std::vector<Fd> TcpTransport::acceptLeft(Deadline deadline) {
+std::vector<Fd> TcpTransport::acceptPeers(const std::vector<int>& accept, std::map<int, Fd>& partners,
+                                          Deadline deadline) {
   const int left = (job_.rank - 1 + job_.size) % job_.size;
   const int want = socketsPerLink_;
   std::vector<Fd> socks(static_cast<size_t>(want));
   std::vector<bool> claimed(static_cast<size_t>(want), false);
+  PartnerAdmission admitted(accept, job_.size);
   int have = 0;
   std::string fatal;  // the left neighbour is configured otherwise: the ring cannot form
   AcceptCallbacks cb;
@@ -38,15 +39,16 @@ std::vector<Fd> TcpTransport::acceptLeft(Deadline deadline) {
     if (std::string why = transportMismatch(h, LinkRole::kData, job_.rank); !why.empty())
       return fatal = why;
     if (h.role != LinkRole::kData) return "a bootstrap connection sent to a data port";
-    if (h.rank != left || h.size != job_.size)
-      return fmt::format("rank {} (size {}) connected, expected left neighbour rank {}", h.rank,
-                         h.size, left);
     if (h.links != want) {
       fatal = fmt::format("rank {} has RR_SOCKETS_PER_LINK={}, rank {} has {}: every rank must "
                           "use the same",
                           h.rank, h.links, job_.rank, want);
       return fatal;
     }
+    if (h.index == kPartnerLink) return admitted.admit(h);
+    if (h.rank != left || h.size != job_.size)
+      return fmt::format("rank {} (size {}) connected, expected left neighbour rank {}", h.rank,
+                         h.size, left);
     if (h.index >= static_cast<uint32_t>(want) || claimed[h.index])
       return fmt::format("socket index {} is invalid or repeated (RR_SOCKETS_PER_LINK={})",
                          h.index, want);
@@ -54,11 +56,17 @@ std::vector<Fd> TcpTransport::acceptLeft(Deadline deadline) {
     return "";
   };
   cb.commit = [&](const Hello& h, Fd fd) {
+    if (h.index == kPartnerLink) return admitted.commit(h.rank, std::move(fd));
     socks[h.index] = std::move(fd);
     ++have;
   };
-  cb.release = [&](const Hello& h) { claimed[h.index] = false; };
-  cb.done = [&] { return have == want || !fatal.empty(); };
+  cb.release = [&](const Hello& h) {
+    if (h.index == kPartnerLink)
+      admitted.release(h.rank);
+    else
+      claimed[h.index] = false;
+  };
+  cb.done = [&] { return (have == want && admitted.complete()) || !fatal.empty(); };
   cb.full = [&](const Hello& h) {
     if (!fatal.empty()) return fatal;
     return fmt::format("all {} socket{} from rank {} {} already connected", want,
@@ -69,7 +77,18 @@ std::vector<Fd> TcpTransport::acceptLeft(Deadline deadline) {
   if (have < want)
     fail(missingPeerCode(stats), "rank {}: left neighbour rank {} connected {} of {} sockets within {} ms {}",
          job_.rank, left, have, want, job_.connectTimeoutMs, rejectionSummary(stats));
+  partners = admitted.take(job_.rank, stats, job_.connectTimeoutMs);
   return socks;
+}
+
+Fd TcpTransport::connectPartner(int partner, const Endpoint& end, Deadline deadline) {
+  const SockAddr addr = makeAddr(end.ip, end.port);
+  const std::string who = fmt::format("rank {} (recursive doubling partner)", partner);
+  Fd fd = connectTo(addr, deadline, who);
+  handshakeClient(fd.get(), job_.identity,
+                  Hello{LinkRole::kData, job_.rank, job_.size, kPartnerLink, static_cast<uint16_t>(socketsPerLink_)},
+                  deadline, fmt::format("{} at {}", who, addr.str()));
+  return fd;
 }
 
 std::vector<Fd> TcpTransport::connectRight(const Endpoint& rightEnd, Deadline deadline) {
@@ -88,20 +107,24 @@ std::vector<Fd> TcpTransport::connectRight(const Endpoint& rightEnd, Deadline de
   return socks;
 }
 
-RingLinks TcpTransport::connectRing(const Endpoint& rightEnd, EventSet& events, Deadline deadline) {
+RingLinks TcpTransport::connectRing(const RingPeers& peers, EventSet& events, Deadline deadline) {
   const int right = (job_.rank + 1) % job_.size;
   const int left = (job_.rank - 1 + job_.size) % job_.size;
+  const Endpoint& rightEnd = peers.right;
   std::vector<Fd> leftSocks, rightSocks;
+  std::map<int, Fd> partnerSocks;
   std::exception_ptr acceptError;
   std::thread acceptor([&] {
     try {
-      leftSocks = acceptLeft(deadline);
+      leftSocks = acceptPeers(peers.accept, partnerSocks, deadline);
     } catch (...) {
       acceptError = std::current_exception();
     }
   });
+  std::map<int, Fd> connected;
   try {
     rightSocks = connectRight(rightEnd, deadline);
+    for (const auto& [partner, end] : peers.connect) connected[partner] = connectPartner(partner, end, deadline);
   } catch (...) {
     ::shutdown(listener_.get(), SHUT_RDWR);  // unblocks the acceptor's poll
     acceptor.join();
@@ -109,10 +132,19 @@ RingLinks TcpTransport::connectRing(const Endpoint& rightEnd, EventSet& events, 
   }
   acceptor.join();
   if (acceptError) std::rethrow_exception(acceptError);
-  listener_.reset();  // both neighbours are in: nobody else may connect
-  log_.info("ring connected over tcp: left rank {}, right rank {} at {}:{}, {} socket{} per link",
-            left, right, rightEnd.ip, rightEnd.port, socketsPerLink_, socketsPerLink_ == 1 ? "" : "s");
+  listener_.reset();  // both neighbours and every partner are in: nobody else may connect
+  log_.info("ring connected over tcp: left rank {}, right rank {} at {}:{}, {} socket{} per link; {} "
+            "recursive doubling partner{}",
+            left, right, rightEnd.ip, rightEnd.port, socketsPerLink_, socketsPerLink_ == 1 ? "" : "s",
+            partnerSocks.size() + connected.size(), partnerSocks.size() + connected.size() == 1 ? "" : "s");
   RingLinks links;
+  partnerSocks.merge(connected);
+  for (auto& [partner, fd] : partnerSocks) {
+    std::vector<Fd> one;
+    one.push_back(std::move(fd));
+    links.partners.push_back(std::make_unique<TcpLink>(std::move(one), events, partner,
+                                                       fmt::format("rank {} (recursive doubling partner)", partner)));
+  }
   links.left = std::make_unique<TcpLink>(std::move(leftSocks), events, left,
                                          fmt::format("rank {} (left neighbour)", left));
   links.right = std::make_unique<TcpLink>(std::move(rightSocks), events, right,

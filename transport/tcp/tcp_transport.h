@@ -2,9 +2,13 @@
 // (tcp_link.h). Its listener takes the left neighbour's sockets with the authenticated
 // handshake (role kData, the socket's index and count in the hello), one thread per
 // handshake in progress (acceptor.h); it connects the same number to the right neighbour.
+// A recursive doubling partner's link is one socket (it carries small buckets only), its
+// hello's index kPartnerLink; the lower rank of a pair connects.
 #pragma once
 
+#include <map>
 #include <string>
+#include <vector>
 
 #include "transport/transport.h"
 
@@ -16,10 +20,13 @@ class TcpTransport final : public Transport {
 
   const char* name() const override { return "tcp"; }
   Endpoint listen(const std::string& routeIp) override;
-  RingLinks connectRing(const Endpoint& right, EventSet& events, Deadline deadline) override;
+  RingLinks connectRing(const RingPeers& peers, EventSet& events, Deadline deadline) override;
 
  private:
-  std::vector<Fd> acceptLeft(Deadline deadline);
+  // The left neighbour's sockets, in socket-index order, and one socket per partner in
+  // `partners` (filled in).
+  std::vector<Fd> acceptPeers(const std::vector<int>& accept, std::map<int, Fd>& partners, Deadline deadline);
+  Fd connectPartner(int partner, const Endpoint& end, Deadline deadline);
   std::vector<Fd> connectRight(const Endpoint& right, Deadline deadline);
 
   TransportJob job_;

@@ -64,6 +64,11 @@ std::string contextInfo(ucp_context_h context) {
   return printed([&](FILE* f) { ucp_context_print_info(context, f); });
 }
 
+// Whether a list of transports ("tcp, sysv, posix") names `tl`.
+bool listHas(const std::string& list, const std::string& tl) {
+  return (", " + list + ",").find(", " + tl + ",") != std::string::npos;
+}
+
 // The transports of the context's resources ("#  resource 2 : md 1 dev 2 flags -- tcp/lo").
 std::string transportsOf(const std::string& info) {
   std::string out;
@@ -71,7 +76,7 @@ std::string transportsOf(const std::string& info) {
   while ((pos = info.find("flags -- ", pos)) != std::string::npos) {
     pos += 9;
     const std::string tl = info.substr(pos, info.find_first_of("/\n", pos) - pos);
-    if ((", " + out + ",").find(", " + tl + ",") == std::string::npos) out += (out.empty() ? "" : ", ") + tl;
+    if (!listHas(out, tl)) out += (out.empty() ? "" : ", ") + tl;
   }
   return out;
 }
@@ -95,7 +100,7 @@ UcxWorker::UcxWorker() {
   init(false, false);
   transports_ = transportsOf(contextInfo(context_));
   const bool sharedOnly = sharedMemoryOnly(transports_);
-  const bool tcp = (", " + transports_ + ",").find(", tcp,") != std::string::npos;
+  const bool tcp = listHas(transports_, "tcp");
   if (sharedOnly || tcp) {  // started again, knowing what UCX will use
     peerHandling_ = !sharedOnly;
     ucp_worker_destroy(worker_);

@@ -76,17 +76,19 @@ Endpoint UcxTransport::listen(const std::string& routeIp) {
   return Endpoint{ip, localAddr(listener_.get()).port()};
 }
 
-// The left neighbour's connection for the address exchange (one, role kUcx).
-Fd UcxTransport::acceptLeft(Deadline deadline) {
+// The connections for the address exchange (one per link, role kUcx).
+Fd UcxTransport::acceptPeers(const std::vector<int>& accept, std::map<int, Fd>& partners, Deadline deadline) {
   const int left = (job_.rank - 1 + job_.size) % job_.size;
   Fd got;
   bool claimed = false;
+  PartnerAdmission admitted(accept, job_.size);
   std::string fatal;
   AcceptCallbacks cb;
   cb.admit = [&](const Hello& h) -> std::string {
     if (std::string why = transportMismatch(h, LinkRole::kUcx, job_.rank); !why.empty())
       return fatal = why;
     if (h.role != LinkRole::kUcx) return "a bootstrap connection sent to a data port";
+    if (h.index == kPartnerLink) return admitted.admit(h);
     if (h.rank != left || h.size != job_.size)
       return fmt::format("rank {} (size {}) connected, expected left neighbour rank {}", h.rank,
                          h.size, left);
@@ -94,9 +96,19 @@ Fd UcxTransport::acceptLeft(Deadline deadline) {
     claimed = true;
     return "";
   };
-  cb.commit = [&](const Hello&, Fd fd) { got = std::move(fd); };
-  cb.release = [&](const Hello&) { claimed = false; };
-  cb.done = [&] { return static_cast<bool>(got) || !fatal.empty(); };
+  cb.commit = [&](const Hello& h, Fd fd) {
+    if (h.index == kPartnerLink)
+      admitted.commit(h.rank, std::move(fd));
+    else
+      got = std::move(fd);
+  };
+  cb.release = [&](const Hello& h) {
+    if (h.index == kPartnerLink)
+      admitted.release(h.rank);
+    else
+      claimed = false;
+  };
+  cb.done = [&] { return (static_cast<bool>(got) && admitted.complete()) || !fatal.empty(); };
   cb.full = [&](const Hello& h) {
     return fatal.empty() ? fmt::format("rank {} is connected already", h.rank) : fatal;
   };
@@ -105,29 +117,37 @@ Fd UcxTransport::acceptLeft(Deadline deadline) {
   if (!got)
     fail(missingPeerCode(stats), "rank {}: left neighbour rank {} did not connect within {} ms {}",
          job_.rank, left, job_.connectTimeoutMs, rejectionSummary(stats));
+  partners = admitted.take(job_.rank, stats, job_.connectTimeoutMs);
   return got;
 }
 
-RingLinks UcxTransport::connectRing(const Endpoint& rightEnd, EventSet& events, Deadline deadline) {
+RingLinks UcxTransport::connectRing(const RingPeers& peers, EventSet& events, Deadline deadline) {
   const int right = (job_.rank + 1) % job_.size;
   const int left = (job_.rank - 1 + job_.size) % job_.size;
   const std::string leftName = fmt::format("rank {} (left neighbour)", left);
   const std::string rightName = fmt::format("rank {} (right neighbour)", right);
+  auto partnerName = [](int p) { return fmt::format("rank {} (recursive doubling partner)", p); };
   Fd leftFd, rightFd;
+  std::map<int, Fd> partnerFds;
   std::exception_ptr acceptError;
   std::thread acceptor([&] {
     try {
-      leftFd = acceptLeft(deadline);
+      leftFd = acceptPeers(peers.accept, partnerFds, deadline);
     } catch (...) {
       acceptError = std::current_exception();
     }
   });
+  std::map<int, Fd> connected;
   try {
-    const SockAddr addr = makeAddr(rightEnd.ip, rightEnd.port);
-    rightFd = connectTo(addr, deadline, rightName);
-    handshakeClient(rightFd.get(), job_.identity,
-                    Hello{LinkRole::kUcx, job_.rank, job_.size, 0, 1}, deadline,
-                    fmt::format("{} at {}", rightName, addr.str()));
+    auto dial = [&](const Endpoint& end, const std::string& who, uint16_t index) {
+      const SockAddr addr = makeAddr(end.ip, end.port);
+      Fd fd = connectTo(addr, deadline, who);
+      handshakeClient(fd.get(), job_.identity, Hello{LinkRole::kUcx, job_.rank, job_.size, index, 1}, deadline,
+                      fmt::format("{} at {}", who, addr.str()));
+      return fd;
+    };
+    rightFd = dial(peers.right, rightName, 0);
+    for (const auto& [partner, end] : peers.connect) connected[partner] = dial(end, partnerName(partner), kPartnerLink);
   } catch (...) {
     ::shutdown(listener_.get(), SHUT_RDWR);  // unblocks the acceptor's poll
     acceptor.join();
@@ -137,45 +157,64 @@ RingLinks UcxTransport::connectRing(const Endpoint& rightEnd, EventSet& events, 
   if (acceptError) std::rethrow_exception(acceptError);
   listener_.reset();
 
-  // Worker addresses and keys, both ways on both connections.
-  const std::string self = worker_->address();
-  const uint32_t leftKey = randomKey(), rightKey = randomKey();  // what each neighbour must use
-  sendInfo(rightFd.get(), self, rightKey, deadline, rightName);
-  sendInfo(leftFd.get(), self, leftKey, deadline, leftName);
-  const PeerInfo fromRight = recvInfo(rightFd.get(), deadline, rightName);
-  const PeerInfo fromLeft = recvInfo(leftFd.get(), deadline, leftName);
+  partnerFds.merge(connected);
 
+  // Worker addresses and keys, both ways on every connection (all sent before any is read).
+  struct Pending {
+    int rank;
+    Fd fd;
+    std::string name;
+    uint32_t key;  // what the peer must use
+  };
+  std::vector<Pending> pending;
+  pending.push_back({left, std::move(leftFd), leftName, randomKey()});
+  pending.push_back({right, std::move(rightFd), rightName, randomKey()});
+  for (auto& [partner, fd] : partnerFds) pending.push_back({partner, std::move(fd), partnerName(partner), randomKey()});
+  const std::string self = worker_->address();
+  for (const Pending& p : pending) sendInfo(p.fd.get(), self, p.key, deadline, p.name);
   worker_->attach(events);
-  RingLinks links;
-  auto l = std::make_unique<UcxLink>(worker_, fromLeft.address, fromLeft.key, leftKey,
-                                     std::move(leftFd), events, left, leftName);
-  auto r = std::make_unique<UcxLink>(worker_, fromRight.address, fromRight.key, rightKey,
-                                     std::move(rightFd), events, right, rightName);
+  std::vector<std::unique_ptr<UcxLink>> made;
+  for (Pending& p : pending) {
+    const PeerInfo info = recvInfo(p.fd.get(), deadline, p.name);
+    made.push_back(std::make_unique<UcxLink>(worker_, info.address, info.key, p.key, std::move(p.fd), events,
+                                             p.rank, p.name));
+  }
 
   // One message each way on each link: UCX connects lazily, and a path it cannot make must
   // fail init, named, not the first collective.
-  uint64_t ping[4] = {1, 1, 0, 0};
-  l->postRecv(&ping[2], 8, FrameType::kData);
-  r->postRecv(&ping[3], 8, FrameType::kData);
-  l->postSend(&ping[0], 8, FrameType::kData);
-  r->postSend(&ping[1], 8, FrameType::kData);
-  while (l->sendsDone() < 1 || r->sendsDone() < 1 || l->recvsDone() < 1 || r->recvsDone() < 1) {
-    const bool moved = l->progress() | r->progress();
-    if (Clock::now() >= deadline)
+  std::vector<uint64_t> ping(2 * made.size(), 1);
+  for (size_t i = 0; i < made.size(); ++i) made[i]->postRecv(&ping[made.size() + i], 8, FrameType::kData);
+  for (size_t i = 0; i < made.size(); ++i) made[i]->postSend(&ping[i], 8, FrameType::kData);
+  for (;;) {
+    bool moved = false, done = true;
+    for (auto& link : made) {
+      moved |= link->progress();
+      done = done && link->sendsDone() >= 1 && link->recvsDone() >= 1;
+    }
+    if (done) break;
+    if (Clock::now() >= deadline) {
+      std::string stuck;
+      for (auto& link : made)
+        if (link->sendsDone() < 1 || link->recvsDone() < 1)
+          stuck += fmt::format("{}rank {} (lanes: {})", stuck.empty() ? "" : ", ", link->peerRank(), link->lanes());
       fail(RR_ERR_TIMEOUT,
-           "rank {}: UCX could not pass a message to and from both neighbours (ranks {} and {}) "
-           "within {} ms; lanes to the right: {}; check UCX_TLS and UCX_NET_DEVICES",
-           job_.rank, left, right, job_.connectTimeoutMs, r->lanes());
+           "rank {}: UCX could not pass a message to and from {} within {} ms; check UCX_TLS and "
+           "UCX_NET_DEVICES", job_.rank, stuck, job_.connectTimeoutMs);
+    }
     if (!moved) std::this_thread::yield();
   }
-  log_.info("ring connected over ucx: left rank {} over {}; right rank {} over {}{}", left,
-            l->lanes(), right, r->lanes(),
-            l->peerFailureHandling() && r->peerFailureHandling()
-                ? ""
-                : " (without UCX peer failure handling on these lanes: a lost peer is seen by "
-                  "its closed address connection)");
-  links.left = std::move(l);
-  links.right = std::move(r);
+  bool handling = true;
+  for (auto& link : made) handling = handling && link->peerFailureHandling();
+  log_.info("ring connected over ucx: left rank {} over {}; right rank {} over {}; {} recursive doubling "
+            "partner{}{}", left, made[0]->lanes(), right, made[1]->lanes(), made.size() - 2,
+            made.size() == 3 ? "" : "s",
+            handling ? ""
+                     : " (without UCX peer failure handling on these lanes: a lost peer is seen by "
+                       "its closed address connection)");
+  RingLinks links;
+  links.left = std::move(made[0]);
+  links.right = std::move(made[1]);
+  for (size_t i = 2; i < made.size(); ++i) links.partners.push_back(std::move(made[i]));
   return links;
 }
 

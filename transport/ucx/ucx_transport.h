@@ -14,9 +14,11 @@
 // at its own level, e.g. its tcp transport's port, still accepts connections; it is the
 // key that keeps their messages out.) Before connectRing returns, one message crosses each
 // link both ways, so a path UCX cannot make fails init, named, instead of the first
-// collective.
+// collective. A recursive doubling partner's link is made the same way (its hello's index
+// kPartnerLink; the lower rank of a pair connects), with an endpoint of its own.
 #pragma once
 
+#include <map>
 #include <memory>
 #include <string>
 
@@ -33,13 +35,14 @@ class UcxTransport final : public Transport {
 
   const char* name() const override { return "ucx"; }
   Endpoint listen(const std::string& routeIp) override;
-  RingLinks connectRing(const Endpoint& right, EventSet& events, Deadline deadline) override;
+  RingLinks connectRing(const RingPeers& peers, EventSet& events, Deadline deadline) override;
 
   // What UCX sees on this host (devices and transports), for `ringreduce info`.
   static std::string describeResources();
 
  private:
-  Fd acceptLeft(Deadline deadline);
+  // The left neighbour's connection, and one per partner in `accept` (filled in).
+  Fd acceptPeers(const std::vector<int>& accept, std::map<int, Fd>& partners, Deadline deadline);
 
   TransportJob job_;
   spdlog::logger& log_;
