@@ -41,12 +41,14 @@ struct PassShape {
   static constexpr size_t kRing = 64;               // units tracked in flight, > kInSlots, depth
 };
 
-// A recursive doubling partner's link (n > 2), and whether the partner's op header of the
-// running pass has been checked (set by the engine; its data may be received only then).
+// A recursive doubling partner's link (n > 2), and this pass's op headers on it: this
+// rank's goes out right ahead of its first data for the partner (one arrival there, not
+// two), and the partner's must have been checked before any of its data is received.
 struct PartnerLink {
   int rank = -1;
   Link* link = nullptr;
-  bool headerChecked = false;
+  bool headerChecked = false;  // set by the engine
+  uint64_t headerSent = 0;     // the link's send count once this rank's header was posted; 0: not yet
 };
 
 // What a pass works on: the schedule, the links, the bucket and the staging slots.
@@ -55,6 +57,9 @@ struct PassArgs {
   Link& left;
   Link& right;
   std::span<PartnerLink> partners;  // empty unless the schedule uses partners
+  const uint8_t* header = nullptr;  // this rank's op header of the pass, encoded, for partners:
+  size_t headerBytes = 0;           // its fixed frame,
+  size_t headerRestBytes = 0;       // and the counts of a fused pass (0: none)
   rr_dtype_t dtype;
   rr_op_t op;
   int size;           // ranks (RR_AVG divides by it)
@@ -71,6 +76,9 @@ class Pass {
         left_(a.left),
         right_(a.right),
         partners_(a.partners),
+        header_(a.header),
+        headerBytes_(a.headerBytes),
+        headerRestBytes_(a.headerRestBytes),
         dtype_(a.dtype),
         op_(a.op),
         size_(a.size),
@@ -96,6 +104,13 @@ class Pass {
     }
     return moved;
   }
+  // Posts this rank's header to partner `p` (once per pass; ahead of the first data for it).
+  void postPartnerHeader(PartnerLink& p) const {
+    if (p.headerSent != 0) return;
+    p.link->postSend(header_, headerBytes_, FrameType::kOpHeader);
+    if (headerRestBytes_ > 0) p.link->postSend(header_ + headerBytes_, headerRestBytes_, FrameType::kOpHeader);
+    p.headerSent = p.link->sendsPosted();
+  }
   // Work the pass waits for that no fd announces (device work): the engine polls instead
   // of sleeping while this is true.
   virtual bool devicePending(const PassCounters&) { return false; }
@@ -103,7 +118,13 @@ class Pass {
   virtual std::string stalledOnDevice(const PassCounters&) { return ""; }
 
  protected:
-  Link& sendLink(const Unit& u) const { return u.peer < 0 ? right_ : *partner(u.peer).link; }
+  // A unit's send goes to its partner after this rank's header (postPartnerHeader).
+  Link& sendLink(const Unit& u) const {
+    if (u.peer < 0) return right_;
+    PartnerLink& p = partner(u.peer);
+    postPartnerHeader(p);
+    return *p.link;
+  }
   Link& recvLink(const Unit& u) const { return u.peer < 0 ? left_ : *partner(u.peer).link; }
   // Whether unit u's receive may be posted: a partner's data only after its header.
   bool recvAllowed(const Unit& u) const { return u.peer < 0 || partner(u.peer).headerChecked; }
@@ -115,8 +136,8 @@ class Pass {
   bool recvLanded(size_t k) const {
     return recvLink_[k % PassShape::kRing]->recvsDone() >= recvMsgAfter_[k % PassShape::kRing];
   }
-  const PartnerLink& partner(int rank) const {
-    for (const PartnerLink& p : partners_)
+  PartnerLink& partner(int rank) const {
+    for (PartnerLink& p : partners_)
       if (p.rank == rank) return p;
     fail(RR_ERR_INTERNAL, "a unit names rank {}, which is not a partner of this rank", rank);
   }
@@ -129,6 +150,9 @@ class Pass {
   Link& left_;
   Link& right_;
   std::span<PartnerLink> partners_;
+  const uint8_t* header_;
+  size_t headerBytes_;
+  size_t headerRestBytes_;
   rr_dtype_t dtype_;
   rr_op_t op_;
   int size_;

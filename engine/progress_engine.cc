@@ -25,7 +25,6 @@ ProgressEngine::ProgressEngine(int rank, int size, Link* left, Link* right,
       right_(right),
       partners_(std::move(partners)),
       partnerInbox_(partners_.size()),
-      partnerHeaderSent_(partners_.size()),
       events_(events),
       segmentBytes_(segmentBytes),
       timeoutMs_(timeoutMs),
@@ -71,8 +70,8 @@ Clock::time_point ProgressEngine::deadline() const {
   return Clock::now() + std::chrono::milliseconds(timeoutMs_);
 }
 
-uint64_t ProgressEngine::postHeader(const GroupHeader& h, Link& link, bool encode) {
-  if (encode) h.encode(sentHeader_);
+uint64_t ProgressEngine::postHeader(const GroupHeader& h, Link& link) {
+  h.encode(sentHeader_);
   link.postSend(sentHeader_, GroupHeader::kFixedBytes, FrameType::kOpHeader);
   if (h.numOps > 1) link.postSend(sentHeader_ + GroupHeader::kFixedBytes, h.restBytes(), FrameType::kOpHeader);
   return link.sendsPosted();
@@ -108,7 +107,9 @@ bool ProgressEngine::checkPartnerHeaders(const GroupHeader& mine) {
 
 bool ProgressEngine::partnersDone() const {
   for (size_t i = 0; i < partners_.size(); ++i)
-    if (!partners_[i].headerChecked || partners_[i].link->sendsDone() < partnerHeaderSent_[i]) return false;
+    if (!partners_[i].headerChecked || partners_[i].headerSent == 0 ||
+        partners_[i].link->sendsDone() < partners_[i].headerSent)
+      return false;
   return true;
 }
 
@@ -165,8 +166,21 @@ PassTimes ProgressEngine::run(const RingSchedule& s, const GroupHeader& h, const
   const bool partners = s.usesPartners();
   const std::span<PartnerLink> partnerLinks =
       partners ? std::span<PartnerLink>(partners_) : std::span<PartnerLink>();
-  const PassArgs args{s,     *left_, *right_, partnerLinks, h.dtype, h.op, size_, send, recv,
-                      device != nullptr ? devStaging_ : staging_, segmentBytes_};
+  const uint64_t headerSent = postHeader(h, *right_);  // encodes sentHeader_ for the partners too
+  const PassArgs args{s,
+                      *left_,
+                      *right_,
+                      partnerLinks,
+                      sentHeader_,
+                      GroupHeader::kFixedBytes,
+                      h.numOps > 1 ? h.restBytes() : 0,
+                      h.dtype,
+                      h.op,
+                      size_,
+                      send,
+                      recv,
+                      device != nullptr ? devStaging_ : staging_,
+                      segmentBytes_};
   // On the stack: a pass allocates nothing.
   std::optional<DevicePass> devicePass;
   std::optional<HostPass> hostPass;
@@ -178,10 +192,9 @@ PassTimes ProgressEngine::run(const RingSchedule& s, const GroupHeader& h, const
   // waits for a header to go around the ring. The left neighbour's header is checked
   // before any of its data is received (a frame of another collective must never land in
   // this one's buffers).
-  const uint64_t headerSent = postHeader(h, *right_);
   for (size_t i = 0; i < partnerLinks.size(); ++i) {
     partners_[i].headerChecked = false;
-    partnerHeaderSent_[i] = postHeader(h, *partners_[i].link, false);
+    partners_[i].headerSent = 0;  // goes ahead of the first data for the partner
     partnerInbox_[i].post();
   }
   bool headerOk = leftHeader != nullptr;
@@ -199,7 +212,11 @@ PassTimes ProgressEngine::run(const RingSchedule& s, const GroupHeader& h, const
          (partners && !partnersDone())) {
     checkAborted();
     bool moved = pass->postSends(c);
-    if (partners) moved |= checkPartnerHeaders(h);
+    if (partners) {
+      moved |= checkPartnerHeaders(h);
+      if (c.sendPosted == n)  // a partner this pass sends nothing (a count of 0) still gets the header
+        for (PartnerLink& p : partnerLinks) pass->postPartnerHeader(p);
+    }
     if (headerOk || partners) moved |= pass->postRecvs(c);  // a partner's data: after its header
     if (testPauseMs_ > 0 && c.sendPosted == n && c.sendDone < n) {
       std::this_thread::sleep_for(std::chrono::milliseconds(testPauseMs_));  // a slow rank

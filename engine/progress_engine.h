@@ -7,8 +7,8 @@
 // Every pass starts with a GroupHeader (op_header.h): each rank sends its own right, with
 // the pass's data behind it, and checks its left neighbour's (run()); only a fusion
 // proposal goes around the ring first (sendHeader, receiveHeader). A pass of recursive
-// doubling at n > 2 also sends its header to every partner on the partner's link and
-// checks each partner's before taking any of its data; the ring's header still goes right
+// doubling at n > 2 also sends its header to every partner on the partner's link, right
+// ahead of its first data for it, and checks each partner's before taking any of its data; the ring's header still goes right
 // (it is what a fusion proposal meets). A neighbour's or partner's abort
 // frame fails the running pass,
 // unless it comes from a later collective (the neighbour finished this one and failed in
@@ -118,9 +118,9 @@ class ProgressEngine {
   // abort frame of this or an earlier collective if one comes within a short grace, else
   // returns (the caller reports the loss).
   void preferAbort(Link* lost, const Error& loss, uint64_t seq);
-  // A header's frames on `link` (encoded in sentHeader_ first when `encode`); returns the
-  // link's send count once they are out.
-  uint64_t postHeader(const GroupHeader& h, Link& link, bool encode = true);
+  // A header's frames on `link` (encoded in sentHeader_ first); returns the link's send
+  // count once they are out.
+  uint64_t postHeader(const GroupHeader& h, Link& link);
   // Posts the receive of the left neighbour's next header; leftHeaderArrived() turns true
   // once all of it is in leftInbox_ (a fused pass's counts come in a second frame).
   void postLeftHeader() { leftInbox_.post(); }
@@ -148,7 +148,6 @@ class ProgressEngine {
   Link* right_;
   std::vector<PartnerLink> partners_;
   std::vector<HeaderInbox> partnerInbox_;  // one per partner, in partners_' order
-  std::vector<uint64_t> partnerHeaderSent_;
   EventSet& events_;
   size_t segmentBytes_;
   int timeoutMs_;

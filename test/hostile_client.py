@@ -10,7 +10,7 @@ import os, socket, struct, sys, threading, time
 host, port, seconds = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
 ready_file = sys.argv[4] if len(sys.argv) > 4 else None  # written once every attack is connected
 assert host == "127.0.0.1", "this test only talks to loopback"
-MAGIC, VERSION = 0x52524431, 2  # transport/handshake.h
+MAGIC, VERSION = 0x52524431, 3  # transport/handshake.h
 results = []
 connected = []
 lock = threading.Lock()
