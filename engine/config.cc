@@ -217,7 +217,16 @@ Config Config::load(const rr_config_t* o) {
   return c;
 }
 
-size_t Config::rdMaxBytes(int size) { return size == 2 ? size_t{64} << 10 : size_t{64} << 10; }
+size_t Config::rdMaxBytes(int size) {
+  // Measured on loopback and on emulated hosts with 1 Gbit/s links (bench/RESULTS.md,
+  // "Recursive doubling at any n"): at 2 ranks both algorithms send the bucket once, and
+  // the ring's second hop costs more than one whole-bucket exchange up to 64 KiB. From 3
+  // ranks recursive doubling sends the bucket log2 p times (+1 on a folded pair) against the
+  // ring's 2(n-1)/n, so a slow link makes it lose sooner: at 3 ranks (one hop saved) from
+  // 32 KiB, at 4 from 64 KiB, at 8 by 128 KiB; it still won at 32 KiB at n = 4, 5, 6 and 8.
+  if (size <= 2) return size_t{64} << 10;
+  return size == 3 ? size_t{16} << 10 : size_t{32} << 10;
+}
 
 Algorithm Config::algorithmFor(Collective kind, size_t bytes, bool device) const {
   const bool allReduce = kind == Collective::kAllReduce || kind == Collective::kBarrier;

@@ -8,6 +8,7 @@
 #include <map>
 #include <vector>
 
+#include "engine/config.h"
 #include "engine/rd_schedule.h"
 #include "engine/ring_schedule.h"
 #include "transport/error.h"
@@ -430,4 +431,25 @@ TEST_CASE("recursive doubling is refused for other collectives") {
   for (int n : {2, 3, 4, 8, 13}) REQUIRE(rr::rdSupports(n));
   REQUIRE_THROWS_AS(make(Collective::kAllGather, 0, 2, 100, 8, 4, 0, rr::Algorithm::kRd), rr::Error);
   REQUIRE_THROWS_AS(make(Collective::kReduceScatter, 0, 4, 100, 8, 4, 0, rr::Algorithm::kRd), rr::Error);
+}
+
+TEST_CASE("auto's thresholds: recursive doubling up to 64 KiB at 2 ranks, 16 KiB at 3, 32 KiB from 4") {
+  rr::Config c;
+  REQUIRE(c.algo == "auto");
+  const std::vector<std::pair<int, size_t>> limits = {{2, 64 << 10}, {3, 16 << 10}, {4, 32 << 10}, {8, 32 << 10}, {128, 32 << 10}};
+  for (const auto& [n, limit] : limits) {
+    CAPTURE(n);
+    c.size = n;
+    REQUIRE(c.algorithmFor(Collective::kAllReduce, limit) == rr::Algorithm::kRd);
+    REQUIRE(c.algorithmFor(Collective::kBarrier, 1) == rr::Algorithm::kRd);
+    REQUIRE(c.algorithmFor(Collective::kAllReduce, limit + 1) == rr::Algorithm::kRing);
+    REQUIRE(c.algorithmFor(Collective::kAllGather, 8) == rr::Algorithm::kRing);
+    // Device buckets take the ring at n > 2 (the device pass has no partner links).
+    REQUIRE(c.algorithmFor(Collective::kAllReduce, 8, true) == (n == 2 ? rr::Algorithm::kRd : rr::Algorithm::kRing));
+  }
+  c.size = 4;
+  c.algo = "rd";
+  REQUIRE(c.algorithmFor(Collective::kAllReduce, size_t{1} << 30) == rr::Algorithm::kRd);
+  c.algo = "ring";
+  REQUIRE(c.algorithmFor(Collective::kAllReduce, 8) == rr::Algorithm::kRing);
 }
