@@ -41,7 +41,7 @@ bool DevicePass::postSends(PassCounters& c) {
       const uint8_t* from = u.dependsOn < 0 ? sendSlot(k) : resultSlot(static_cast<size_t>(u.dependsOn));
       right_.postSend(from, u.sendCount * es_, FrameType::kData);
     }
-    notePosted(k, right_, true);
+    noteSend(k, right_);
     ++c.sendPosted;
     moved = true;
   }
@@ -58,7 +58,7 @@ bool DevicePass::postRecvs(PassCounters& c) {
     if (k + depth >= PassShape::kInSlots && c.sendDone <= k + depth - PassShape::kInSlots) break;
     const Unit u = s_.unit(k);
     if (u.recvInto != Buffer::kNone) left_.postRecv(inSlot(k), u.recvCount * es_, FrameType::kData);
-    notePosted(k, left_, false);
+    noteRecv(k, left_);
     ++c.recvPosted;
     moved = true;
   }

@@ -16,7 +16,7 @@ bool HostPass::postSends(PassCounters& c) {
                                                           : outSlot(u.sendOffset);
       sendLink(u).postSend(from, u.sendCount * es_, FrameType::kData);
     }
-    notePosted(c.sendPosted, sendLink(u), true);
+    noteSend(c.sendPosted, sendLink(u));
     ++c.sendPosted;
     moved = true;
   }
@@ -38,7 +38,7 @@ bool HostPass::postRecvs(PassCounters& c) {
       uint8_t* into = u.reduce ? inSlot(k) : recv_ + u.recvOffset * es_;
       recvLink(u).postRecv(into, u.recvCount * es_, FrameType::kData);
     }
-    notePosted(k, recvLink(u), false);
+    noteRecv(k, recvLink(u));
     ++c.recvPosted;
     moved = true;
   }

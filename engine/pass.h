@@ -128,10 +128,14 @@ class Pass {
   Link& recvLink(const Unit& u) const { return u.peer < 0 ? left_ : *partner(u.peer).link; }
   // Whether unit u's receive may be posted: a partner's data only after its header.
   bool recvAllowed(const Unit& u) const { return u.peer < 0 || partner(u.peer).headerChecked; }
-  // Unit k's messages are all posted on `link`: it is done once the link's count passes.
-  void notePosted(size_t k, Link& link, bool send) {
-    (send ? sendLink_ : recvLink_)[k % PassShape::kRing] = &link;
-    (send ? sendMsgAfter_ : recvMsgAfter_)[k % PassShape::kRing] = send ? link.sendsPosted() : link.recvsPosted();
+  // Unit k's send (receive) is posted on `link`: it is done once the link's count passes.
+  void noteSend(size_t k, Link& link) {
+    sendLink_[k % PassShape::kRing] = &link;
+    sendMsgAfter_[k % PassShape::kRing] = link.sendsPosted();
+  }
+  void noteRecv(size_t k, Link& link) {
+    recvLink_[k % PassShape::kRing] = &link;
+    recvMsgAfter_[k % PassShape::kRing] = link.recvsPosted();
   }
   bool recvLanded(size_t k) const {
     return recvLink_[k % PassShape::kRing]->recvsDone() >= recvMsgAfter_[k % PassShape::kRing];
