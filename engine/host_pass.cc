@@ -10,13 +10,14 @@ bool HostPass::postSends(PassCounters& c) {
   while (c.sendPosted < s_.numUnits() && c.sendPosted - c.sendDone < PassShape::kInSlots) {
     const Unit u = s_.unit(c.sendPosted);
     if (u.dependsOn >= 0 && c.recvDone <= static_cast<size_t>(u.dependsOn)) break;
+    Link& link = sendLinkAfterHeader(u);
     if (u.sendFrom != Buffer::kNone) {
       const uint8_t* from = u.sendFrom == Buffer::kSend   ? send_ + u.sendOffset * es_
                             : u.sendFrom == Buffer::kRecv ? recv_ + u.sendOffset * es_
                                                           : outSlot(u.sendOffset);
-      sendLink(u).postSend(from, u.sendCount * es_, FrameType::kData);
+      link.postSend(from, u.sendCount * es_, FrameType::kData);
     }
-    noteSend(c.sendPosted, sendLink(u));
+    noteSend(c.sendPosted, link);
     ++c.sendPosted;
     moved = true;
   }
@@ -33,12 +34,13 @@ bool HostPass::postRecvs(PassCounters& c) {
     if (u.recvInto == Buffer::kStage && k + depth >= PassShape::kOutSlots &&
         c.sendDone <= k + depth - PassShape::kOutSlots)
       break;
-    if (!recvAllowed(u)) break;
+    Link* link = recvLinkIfAllowed(u);
+    if (link == nullptr) break;
     if (u.recvInto != Buffer::kNone) {
       uint8_t* into = u.reduce ? inSlot(k) : recv_ + u.recvOffset * es_;
-      recvLink(u).postRecv(into, u.recvCount * es_, FrameType::kData);
+      link->postRecv(into, u.recvCount * es_, FrameType::kData);
     }
-    noteRecv(k, recvLink(u));
+    noteRecv(k, *link);
     ++c.recvPosted;
     moved = true;
   }

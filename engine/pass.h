@@ -118,16 +118,21 @@ class Pass {
   virtual std::string stalledOnDevice(const PassCounters&) { return ""; }
 
  protected:
-  // A unit's send goes to its partner after this rank's header (postPartnerHeader).
-  Link& sendLink(const Unit& u) const {
+  // The link of a unit's send, with this rank's header posted ahead of the first data
+  // for a partner (postPartnerHeader).
+  Link& sendLinkAfterHeader(const Unit& u) const {
     if (u.peer < 0) return right_;
     PartnerLink& p = partner(u.peer);
     postPartnerHeader(p);
     return *p.link;
   }
-  Link& recvLink(const Unit& u) const { return u.peer < 0 ? left_ : *partner(u.peer).link; }
-  // Whether unit u's receive may be posted: a partner's data only after its header.
-  bool recvAllowed(const Unit& u) const { return u.peer < 0 || partner(u.peer).headerChecked; }
+  // The link of a unit's receive, or nullptr while it may not be posted (a partner's data
+  // only after its header was checked).
+  Link* recvLinkIfAllowed(const Unit& u) const {
+    if (u.peer < 0) return &left_;
+    const PartnerLink& p = partner(u.peer);
+    return p.headerChecked ? p.link : nullptr;
+  }
   // Unit k's send (receive) is posted on `link`: it is done once the link's count passes.
   void noteSend(size_t k, Link& link) {
     sendLink_[k % PassShape::kRing] = &link;

@@ -166,7 +166,12 @@ PassTimes ProgressEngine::run(const RingSchedule& s, const GroupHeader& h, const
   const bool partners = s.usesPartners();
   const std::span<PartnerLink> partnerLinks =
       partners ? std::span<PartnerLink>(partners_) : std::span<PartnerLink>();
-  const uint64_t headerSent = postHeader(h, *right_);  // encodes sentHeader_ for the partners too
+  // This rank's header goes first on the right link, the data right behind it: nothing
+  // waits for a header to go around the ring. The left neighbour's header is checked
+  // before any of its data is received (a frame of another collective must never land in
+  // this one's buffers).
+  // (postHeader also encodes sentHeader_, which the partners' headers are sent from.)
+  const uint64_t headerSent = postHeader(h, *right_);
   const PassArgs args{s,
                       *left_,
                       *right_,
@@ -188,10 +193,8 @@ PassTimes ProgressEngine::run(const RingSchedule& s, const GroupHeader& h, const
                                  : &hostPass.emplace(args, reduce_, scale_);
   PassTimes times;
   times.start = times.peers = times.reduced = Clock::now();
-  // This rank's header goes first on the right link, the data right behind it: nothing
-  // waits for a header to go around the ring. The left neighbour's header is checked
-  // before any of its data is received (a frame of another collective must never land in
-  // this one's buffers).
+  // The partners' headers: this rank's goes ahead of its first data for each (the pass
+  // posts it), theirs are received here and checked in the loop.
   for (size_t i = 0; i < partnerLinks.size(); ++i) {
     partners_[i].headerChecked = false;
     partners_[i].headerSent = 0;  // goes ahead of the first data for the partner

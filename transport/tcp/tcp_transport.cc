@@ -81,29 +81,19 @@ std::vector<Fd> TcpTransport::acceptPeers(const std::vector<int>& accept, std::m
   return socks;
 }
 
-Fd TcpTransport::connectPartner(int partner, const Endpoint& end, Deadline deadline) {
+Fd TcpTransport::dial(const Endpoint& end, const std::string& who, uint16_t index, Deadline deadline) {
   const SockAddr addr = makeAddr(end.ip, end.port);
-  const std::string who = fmt::format("rank {} (recursive doubling partner)", partner);
   Fd fd = connectTo(addr, deadline, who);
   handshakeClient(fd.get(), job_.identity,
-                  Hello{LinkRole::kData, job_.rank, job_.size, kPartnerLink, static_cast<uint16_t>(socketsPerLink_)},
+                  Hello{LinkRole::kData, job_.rank, job_.size, index, static_cast<uint16_t>(socketsPerLink_)},
                   deadline, fmt::format("{} at {}", who, addr.str()));
   return fd;
 }
 
 std::vector<Fd> TcpTransport::connectRight(const Endpoint& rightEnd, Deadline deadline) {
-  const int right = (job_.rank + 1) % job_.size;
-  const SockAddr addr = makeAddr(rightEnd.ip, rightEnd.port);
-  const std::string who = fmt::format("rank {} (right neighbour) at {}", right, addr.str());
+  const std::string who = fmt::format("rank {} (right neighbour)", (job_.rank + 1) % job_.size);
   std::vector<Fd> socks;
-  for (int i = 0; i < socketsPerLink_; ++i) {
-    Fd fd = connectTo(addr, deadline, fmt::format("rank {} (right neighbour)", right));
-    handshakeClient(fd.get(), job_.identity,
-                    Hello{LinkRole::kData, job_.rank, job_.size, static_cast<uint16_t>(i),
-                          static_cast<uint16_t>(socketsPerLink_)},
-                    deadline, who);
-    socks.push_back(std::move(fd));
-  }
+  for (int i = 0; i < socketsPerLink_; ++i) socks.push_back(dial(rightEnd, who, static_cast<uint16_t>(i), deadline));
   return socks;
 }
 
@@ -124,7 +114,8 @@ RingLinks TcpTransport::connectRing(const RingPeers& peers, EventSet& events, De
   std::map<int, Fd> connected;
   try {
     rightSocks = connectRight(rightEnd, deadline);
-    for (const auto& [partner, end] : peers.connect) connected[partner] = connectPartner(partner, end, deadline);
+    for (const auto& [partner, end] : peers.connect)
+      connected[partner] = dial(end, fmt::format("rank {} (recursive doubling partner)", partner), kPartnerLink, deadline);
   } catch (...) {
     ::shutdown(listener_.get(), SHUT_RDWR);  // unblocks the acceptor's poll
     acceptor.join();

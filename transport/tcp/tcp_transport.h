@@ -26,8 +26,9 @@ class TcpTransport final : public Transport {
   // The left neighbour's sockets, in socket-index order, and one socket per partner in
   // `partners` (filled in).
   std::vector<Fd> acceptPeers(const std::vector<int>& accept, std::map<int, Fd>& partners, Deadline deadline);
-  Fd connectPartner(int partner, const Endpoint& end, Deadline deadline);
   std::vector<Fd> connectRight(const Endpoint& right, Deadline deadline);
+  // One data socket to `end` (the peer `who`), past the handshake with hello index `index`.
+  Fd dial(const Endpoint& end, const std::string& who, uint16_t index, Deadline deadline);
 
   TransportJob job_;
   int socketsPerLink_;
