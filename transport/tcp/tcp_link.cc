@@ -143,9 +143,16 @@ bool TcpLink::progressRecv(Socket& s) {
   bool moved = false;
   while (s.recvHead < s.recvTail) {
     Stripe& st = s.recvs[s.recvHead % kMaxQueued];
+    // A small frame comes whole in one recv, into a bounce buffer: its payload is copied
+    // out once its frame header is checked (nothing lands in the receiver's memory before).
+    const bool whole = st.moved == 0 && st.len <= kBounceBytes;
+    uint8_t bounce[kHeader + kBounceBytes];
     uint8_t* dst;
     size_t want;
-    if (st.moved < kHeader) {
+    if (whole) {
+      dst = bounce;
+      want = kHeader + st.len;
+    } else if (st.moved < kHeader) {
       dst = st.header.data() + st.moved;
       want = kHeader - st.moved;
     } else {
@@ -165,19 +172,16 @@ bool TcpLink::progressRecv(Socket& s) {
       failErrno(errno, fmt::format("recv from {}", name_));
     }
     moved = true;
+    const size_t n = static_cast<size_t>(got);
+    if (whole) std::memcpy(st.header.data(), bounce, std::min(n, kHeader));
     const bool hadHeader = st.moved >= kHeader;
-    st.moved += static_cast<size_t>(got);
-    if (!hadHeader && st.moved == kHeader) {
-      const uint32_t type = wire::get32(st.header.data());
-      const uint64_t len = wire::get64(st.header.data() + 8);
-      if (type == static_cast<uint32_t>(FrameType::kAbort)) readAbort(s, st.header.data());
-      if (type != static_cast<uint32_t>(st.type) || len != st.len)
-        fail(RR_ERR_SYSTEM,
-             "protocol error: expected a {} frame of {} bytes from {}, got a {} frame (type {}) "
-             "of {} bytes",
-             frameName(static_cast<uint32_t>(st.type)), st.len, name_, frameName(type), type, len);
+    st.moved += n;
+    if (!hadHeader && st.moved >= kHeader) {
+      const size_t payload = st.moved - kHeader;  // some only when it came whole
+      checkFrame(s, st, bounce + kHeader, payload);
+      if (payload > 0) std::memcpy(st.data, bounce + kHeader, payload);
     }
-    if (st.moved < kHeader || st.moved < kHeader + st.len) continue;
+    if (st.moved < kHeader + st.len) continue;
     ++s.recvHead;
     finishStripe(recv_, st.message);
   }
@@ -197,13 +201,26 @@ void TcpLink::peekIdle(Socket& s) {
   }
 }
 
-void TcpLink::readAbort(Socket& s, const uint8_t* header) {
+void TcpLink::checkFrame(Socket& s, const Stripe& st, const uint8_t* payload, size_t payloadBytes) {
+  const uint32_t type = wire::get32(st.header.data());
+  const uint64_t len = wire::get64(st.header.data() + 8);
+  if (type == static_cast<uint32_t>(FrameType::kAbort)) readAbort(s, st.header.data(), payload, payloadBytes);
+  if (type != static_cast<uint32_t>(st.type) || len != st.len)
+    fail(RR_ERR_SYSTEM,
+         "protocol error: expected a {} frame of {} bytes from {}, got a {} frame (type {}) "
+         "of {} bytes",
+         frameName(static_cast<uint32_t>(st.type)), st.len, name_, frameName(type), type, len);
+}
+
+void TcpLink::readAbort(Socket& s, const uint8_t* header, const uint8_t* have, size_t haveBytes) {
   const uint64_t len = wire::get64(header + 8);
   if (len < 16 || len > 16 + kMaxAbortText)
     fail(RR_ERR_SYSTEM, "protocol error: abort frame of {} bytes from {}", len, name_);
+  haveBytes = std::min<size_t>(haveBytes, len);
   std::string payload(len, '\0');
+  if (haveBytes > 0) std::memcpy(payload.data(), have, haveBytes);
   try {
-    recvAll(s.fd.get(), payload.data(), len, deadlineIn(1000), name_);
+    if (len > haveBytes) recvAll(s.fd.get(), payload.data() + haveBytes, len - haveBytes, deadlineIn(1000), name_);
   } catch (const Error&) {
     fail(RR_ERR_PEER_LOST, "{} aborted without a readable reason", name_);
   }

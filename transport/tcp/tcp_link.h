@@ -23,6 +23,9 @@ class TcpLink final : public Link {
  public:
   static constexpr size_t kMinStripe = 64 * 1024;
   static constexpr size_t kMaxQueued = 64;  // messages in flight per direction
+  // A frame up to this long is received in one recv, header and payload (through a bounce
+  // buffer on the stack), instead of two.
+  static constexpr size_t kBounceBytes = 4096;
 
   // Takes the connected sockets (socket i carries stripe i) and registers them in `events`.
   // `name` describes the peer in messages ("rank 3 (left neighbour)").
@@ -70,7 +73,12 @@ class TcpLink final : public Link {
   bool progressSend(Socket& s);
   bool progressRecv(Socket& s);
   void peekIdle(Socket& s);
-  [[noreturn]] void readAbort(Socket& s, const uint8_t* header);
+  // An abort frame's payload: `have` holds its first bytes where a recv took them already.
+  [[noreturn]] void readAbort(Socket& s, const uint8_t* header, const uint8_t* have = nullptr,
+                              size_t haveBytes = 0);
+  // A frame's header (in st.header) against what was posted: an abort frame throws its
+  // reason (its payload's first bytes in `payload`), another mismatch is a protocol error.
+  void checkFrame(Socket& s, const Stripe& st, const uint8_t* payload, size_t payloadBytes);
   // Throws the abort frame a peer left at a frame boundary of any socket, if there is one:
   // a peer that fails sends it before its sockets close, so it explains a lost connection.
   void throwPendingAbort();
