@@ -58,7 +58,7 @@ bool DevicePass::postRecvs(PassCounters& c) {
     if (k + depth >= PassShape::kInSlots && c.sendDone <= k + depth - PassShape::kInSlots) break;
     const Unit u = s_.unit(k);
     if (u.recvInto != Buffer::kNone) left_.postRecv(inSlot(k), u.recvCount * es_, FrameType::kData);
-    noteRecv(k, left_);
+    noteRecv(k, left_, u);
     ++c.recvPosted;
     moved = true;
   }

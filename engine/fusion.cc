@@ -32,28 +32,28 @@ size_t proposeFusion(ProgressEngine& engine, const OpQueue& queue, const Request
   proposal.root = front.desc.root;
   proposal.numOps = static_cast<uint32_t>(queue.describe(proposal.counts.data(), proposed));
   engine.sendHeader(proposal);
-  GroupHeader back = engine.receiveHeader(front.desc);
-  if (!back.proposal) {  // a rank ran the front alone; this is the left's header of that pass
-    left = back;
+  const ProgressEngine::Heard back = engine.receiveHeader(front.desc);
+  if (!back.header.proposal) {  // a rank ran the front alone; this is a header of that pass
+    if (back.fromLeft) left = back.header;
     return 1;
   }
-  if (back.firstSeq != proposal.firstSeq || back.numOps < 1 || back.numOps > proposal.numOps)
+  if (back.header.firstSeq != proposal.firstSeq || back.header.numOps < 1 || back.header.numOps > proposal.numOps)
     fail(RR_ERR_SYSTEM, "protocol error: the fusion proposal for op #{} came back as {} ops",
-         proposal.firstSeq, back.numOps);
-  return back.numOps;
+         proposal.firstSeq, back.header.numOps);
+  return back.header.numOps;
 }
 
-GroupHeader receiveDecision(ProgressEngine& engine, const OpQueue& queue, const OpDesc& front) {
-  GroupHeader h = engine.receiveHeader(front);
-  if (h.proposal) {  // cut it to what is queued here, pass it on, wait for the decision
-    const size_t have = queue.matching(h);
+ProgressEngine::Heard receiveDecision(ProgressEngine& engine, const OpQueue& queue, const OpDesc& front) {
+  ProgressEngine::Heard heard = engine.receiveHeader(front);
+  if (heard.header.proposal) {  // cut it to what is queued here, pass it on, wait for the decision
+    const size_t have = queue.matching(heard.header);
     if (have > 0) {
-      h.numOps = static_cast<uint32_t>(have);
-      engine.sendHeader(h);
-      h = engine.receiveHeader(front);
+      heard.header.numOps = static_cast<uint32_t>(have);
+      engine.sendHeader(heard.header);
+      heard = engine.receiveHeader(front);
     }
   }
-  return h;
+  return heard;
 }
 
 FusionBuffer::FusionBuffer(size_t bytes) {

@@ -13,6 +13,12 @@
 //                                         instead of its proposal: the pass carries one
 //   any other rank                        waits for the left neighbour's proposal or pass
 //                                         header (receiveDecision)
+//
+// A pass of recursive doubling at n > 2 sends no header round the ring, only to its
+// partners: so every rank waiting for a decision also takes a partner's pass header as
+// one (ProgressEngine::receiveHeader), and a proposal that met a rank running alone by
+// recursive doubling is dropped by that rank later, as a proposal of a collective it has
+// completed (progress_engine.h).
 #pragma once
 
 #include <cstddef>
@@ -32,15 +38,15 @@ namespace rr {
 GroupHeader passHeader(const std::vector<std::shared_ptr<Request>>& ops, size_t count);
 
 // Rank 0: proposes fusing `proposed` collectives from the front of `queue`; returns how many
-// every rank has queued, or 1 with `left` set to the left neighbour's pass header when a
-// rank started the front alone.
+// every rank has queued, or 1 when a rank started the front alone, with `left` set to the
+// left neighbour's pass header when that came first (a partner's stays in the engine).
 size_t proposeFusion(ProgressEngine& engine, const OpQueue& queue, const Request& front, size_t proposed,
                      std::optional<GroupHeader>& left);
 
-// Another rank with several fusible queued: waits for the left neighbour's header; a
-// proposal is cut to what is queued here, passed on, and the decision behind it returned.
-// The caller checks the result against its queue (a mismatch names both ranks).
-GroupHeader receiveDecision(ProgressEngine& engine, const OpQueue& queue, const OpDesc& front);
+// Another rank with several fusible queued: waits for the left neighbour's header (or a
+// partner's); a proposal is cut to what is queued here, passed on, and the decision behind
+// it returned. The caller checks the result against its queue (a mismatch names both ranks).
+ProgressEngine::Heard receiveDecision(ProgressEngine& engine, const OpQueue& queue, const OpDesc& front);
 
 // The packing buffer, allocated once (RR_FUSION_BYTES; none when 0).
 class FusionBuffer {

@@ -40,7 +40,7 @@ bool HostPass::postRecvs(PassCounters& c) {
       uint8_t* into = u.reduce ? inSlot(k) : recv_ + u.recvOffset * es_;
       link->postRecv(into, u.recvCount * es_, FrameType::kData);
     }
-    noteRecv(k, *link);
+    noteRecv(k, *link, u);
     ++c.recvPosted;
     moved = true;
   }

@@ -138,9 +138,11 @@ class Pass {
     sendLink_[k % PassShape::kRing] = &link;
     sendMsgAfter_[k % PassShape::kRing] = link.sendsPosted();
   }
-  void noteRecv(size_t k, Link& link) {
+  // A unit that receives nothing has landed at once: the link may hold a receive posted
+  // for later (a header, progress_engine.h) that it must not wait for.
+  void noteRecv(size_t k, Link& link, const Unit& u) {
     recvLink_[k % PassShape::kRing] = &link;
-    recvMsgAfter_[k % PassShape::kRing] = link.recvsPosted();
+    recvMsgAfter_[k % PassShape::kRing] = u.recvInto != Buffer::kNone ? link.recvsPosted() : 0;
   }
   bool recvLanded(size_t k) const {
     return recvLink_[k % PassShape::kRing]->recvsDone() >= recvMsgAfter_[k % PassShape::kRing];

@@ -77,14 +77,16 @@ uint64_t ProgressEngine::postHeader(const GroupHeader& h, Link& link) {
   return link.sendsPosted();
 }
 
-void ProgressEngine::HeaderInbox::post() {
+void ProgressEngine::HeaderInbox::arm() {
+  if (posted) return;
+  posted = true;
   msg = link->recvsPosted();
   rest = false;
   link->postRecv(bytes, GroupHeader::kFixedBytes, FrameType::kOpHeader);
 }
 
 bool ProgressEngine::HeaderInbox::arrived() {
-  if (link->recvsDone() <= msg) return false;
+  if (!posted || link->recvsDone() <= msg) return false;
   if (rest) return true;
   const uint32_t ops = GroupHeader::opsIn(bytes, rank);
   if (ops == 1) return true;
@@ -98,11 +100,31 @@ bool ProgressEngine::checkPartnerHeaders(const GroupHeader& mine) {
   bool moved = false;
   for (size_t i = 0; i < partners_.size(); ++i) {
     if (partners_[i].headerChecked || !partnerInbox_[i].arrived()) continue;
-    checkPeerHeader(partners_[i].rank, GroupHeader::decode(partnerInbox_[i].bytes, partners_[i].rank), mine);
+    checkPeerHeader(partners_[i].rank, partnerInbox_[i].take(), mine);
     partners_[i].headerChecked = true;
     moved = true;
   }
   return moved;
+}
+
+void ProgressEngine::checkStrayPartnerHeaders(const GroupHeader& mine) {
+  for (size_t i = 0; i < partners_.size(); ++i) {
+    if (!partnerInbox_[i].arrived()) continue;
+    const GroupHeader theirs = partnerInbox_[i].peek();
+    if (theirs.firstSeq > mine.firstSeq) continue;  // the partner's next collective: its pass checks it
+    checkPeerHeader(partners_[i].rank, theirs, mine);
+    fail(RR_ERR_SYSTEM, "protocol error: rank {} sent its recursive doubling partner rank {} a header of {}, which runs on the ring",
+         partners_[i].rank, rank_, describeOp(mine.opAt(0)));
+  }
+}
+
+std::optional<GroupHeader> ProgressEngine::leftHeaderIfArrived() {
+  for (;;) {
+    leftInbox_.arm();
+    if (!leftInbox_.arrived()) return std::nullopt;
+    const GroupHeader h = leftInbox_.take();
+    if (!(h.proposal && h.firstSeq <= doneSeq_)) return h;
+  }
 }
 
 bool ProgressEngine::partnersDone() const {
@@ -121,25 +143,53 @@ int ProgressEngine::awaitedPartner(const RingSchedule& s, const PassCounters& c)
   return -1;
 }
 
-GroupHeader ProgressEngine::receiveHeader(const OpDesc& next) {
+ProgressEngine::Heard ProgressEngine::receiveHeader(const OpDesc& next) {
   if (pendingAbort_) throw *pendingAbort_;
-  postLeftHeader();
+  using_ = Using::kAll;
+  armPartners();
   const Clock::time_point start = Clock::now();
   Clock::time_point until = deadline();
-  while (!leftHeaderArrived()) {
+  for (;;) {
+    // A partner's pass header is the decision; it stays in the inbox for the pass to check.
+    for (size_t i = 0; i < partners_.size(); ++i)
+      if (partnerInbox_[i].arrived()) {
+        stalledOn(0, WaitingOn::kNothing, {});
+        return Heard{partnerInbox_[i].peek(), partners_[i].rank, false};
+      }
+    if (std::optional<GroupHeader> left = leftHeaderIfArrived()) {
+      stalledOn(0, WaitingOn::kNothing, {});
+      return Heard{*left, leftRank(), true};
+    }
     if (progressLinks(next.seq)) continue;
     stalledOn(next.seq, WaitingOn::kLeft, start);
     if (Clock::now() >= until)
-      timeout(describeOp(next) + ": waiting for the left neighbour to start it", true, 0, 1);
+      timeout(describeOp(next) + (partners_.empty() ? ": waiting for the left neighbour to start it"
+                                                     : ": waiting for the left neighbour or a recursive "
+                                                       "doubling partner to start it"),
+              true, 0, 1);
     wait(until, start);
   }
-  stalledOn(0, WaitingOn::kNothing, {});
-  return GroupHeader::decode(leftInbox_.bytes, leftRank());
 }
 
 void ProgressEngine::pollIdle() {
   events_.dispatch(0);
-  forEachLink([](Link* link) { link->progress(); });
+  try {
+    forEachLink([](Link* link) { link->progress(); });
+  } catch (const Error& e) {
+    // A header receive stays posted between collectives (see above); a peer that closed
+    // its end (it may have destroyed its communicator) is the next collective's to report.
+    if (e.origin() >= 0 || e.code() != RR_ERR_PEER_LOST) throw;
+    return;
+  }
+  // A proposal that a rank running alone left on the ring link: dropped, so that what
+  // comes behind it (an abort frame) is read.
+  if (leftInbox_.posted && leftInbox_.arrived()) {
+    const GroupHeader h = leftInbox_.peek();
+    if (h.proposal && h.firstSeq <= doneSeq_) {
+      leftInbox_.take();
+      leftInbox_.arm();
+    }
+  }
 }
 
 void ProgressEngine::sendHeader(const GroupHeader& header) {
@@ -156,22 +206,33 @@ void ProgressEngine::sendHeader(const GroupHeader& header) {
   stalledOn(0, WaitingOn::kNothing, {});
 }
 
+bool ProgressEngine::uses(const Link* link) const {
+  if (using_ == Using::kAll) return true;
+  const bool ring = link == left_ || link == right_;
+  return using_ == Using::kRing ? ring : !ring;
+}
+
 PassTimes ProgressEngine::run(const RingSchedule& s, const GroupHeader& h, const GroupHeader* leftHeader,
                               const void* send, void* recv, Device* device) {
   if (pendingAbort_) throw *pendingAbort_;
   if (device != nullptr && device != device_)
     fail(RR_ERR_INTERNAL, "rank {}: a device pass before the device was attached", rank_);
   // Recursive doubling at n > 2: every partner gets this rank's header on its link, and its
-  // data is received only once its header has been checked (PartnerLink::headerChecked).
+  // data is received only once its header has been checked (PartnerLink::headerChecked);
+  // nothing moves on the ring's links.
   const bool partners = s.usesPartners();
   const std::span<PartnerLink> partnerLinks =
       partners ? std::span<PartnerLink>(partners_) : std::span<PartnerLink>();
-  // This rank's header goes first on the right link, the data right behind it: nothing
-  // waits for a header to go around the ring. The left neighbour's header is checked
-  // before any of its data is received (a frame of another collective must never land in
-  // this one's buffers).
-  // (postHeader also encodes sentHeader_, which the partners' headers are sent from.)
-  const uint64_t headerSent = postHeader(h, *right_);
+  // On the ring this rank's header goes first on the right link, the data right behind it:
+  // nothing waits for a header to go around the ring. The left neighbour's header is
+  // checked before any of its data is received (a frame of another collective must never
+  // land in this one's buffers).
+  using_ = partners ? Using::kPartners : partners_.empty() ? Using::kAll : Using::kRing;
+  uint64_t headerSent = 0;
+  if (partners)
+    h.encode(sentHeader_);  // what the partners' headers are sent from
+  else
+    headerSent = postHeader(h, *right_);
   const PassArgs args{s,
                       *left_,
                       *right_,
@@ -198,13 +259,10 @@ PassTimes ProgressEngine::run(const RingSchedule& s, const GroupHeader& h, const
   for (size_t i = 0; i < partnerLinks.size(); ++i) {
     partners_[i].headerChecked = false;
     partners_[i].headerSent = 0;  // goes ahead of the first data for the partner
-    partnerInbox_[i].post();
   }
-  bool headerOk = leftHeader != nullptr;
-  if (headerOk)
-    checkLeftHeader(*leftHeader, h);
-  else
-    postLeftHeader();
+  armPartners();  // on the ring too: a partner's header for this collective is a mismatch
+  bool headerOk = leftHeader != nullptr || partners;
+  if (leftHeader != nullptr) checkLeftHeader(*leftHeader, h);
 
   const size_t n = s.numUnits();
   const size_t reduceEnd = s.reduceEnd();
@@ -217,8 +275,17 @@ PassTimes ProgressEngine::run(const RingSchedule& s, const GroupHeader& h, const
     bool moved = pass->postSends(c);
     if (partners) {
       moved |= checkPartnerHeaders(h);
-      if (c.sendPosted == n)  // a partner this pass sends nothing (a count of 0) still gets the header
+      // A partner this rank is about to wait for has its header first (it may be waiting
+      // for a decision: the fold's receiving rank takes data before it sends any), and one
+      // this pass sends nothing (a count of 0) still gets it.
+      if (c.recvDone < n)
+        if (const Unit u = s.unit(c.recvDone); u.peer >= 0 && u.recvInto != Buffer::kNone)
+          for (PartnerLink& p : partnerLinks)
+            if (p.rank == u.peer) pass->postPartnerHeader(p);
+      if (c.sendPosted == n)
         for (PartnerLink& p : partnerLinks) pass->postPartnerHeader(p);
+    } else if (!partners_.empty()) {
+      checkStrayPartnerHeaders(h);
     }
     if (headerOk || partners) moved |= pass->postRecvs(c);  // a partner's data: after its header
     if (testPauseMs_ > 0 && c.sendPosted == n && c.sendDone < n) {
@@ -226,18 +293,17 @@ PassTimes ProgressEngine::run(const RingSchedule& s, const GroupHeader& h, const
       testPauseMs_ = 0;
     }
     moved |= progressLinks(h.firstSeq);
-    if (!headerOk && leftHeaderArrived()) {
-      const GroupHeader left = GroupHeader::decode(leftInbox_.bytes, leftRank());
+    if (const std::optional<GroupHeader> left = headerOk ? std::nullopt : leftHeaderIfArrived()) {
       moved = true;
-      if (left.proposal) {
+      if (left->proposal) {
         // Rank 0 proposed fusion while this rank had one collective queued and started it
         // alone: the pass carries that one (the proposal, cut here, could not have come
-        // back larger), so the proposal ends here and the decision follows it.
-        const bool absorbed = rank_ != 0 && h.numOps == 1 && sameOp(left.opAt(0), h.opAt(0));
-        if (!absorbed) checkLeftHeader(left, h);  // a proposal of something else: named
-        postLeftHeader();
+        // back larger), so the proposal ends here and the decision follows it. (The next
+        // read of the left link, in this loop, posts its receive again.)
+        const bool absorbed = rank_ != 0 && h.numOps == 1 && sameOp(left->opAt(0), h.opAt(0));
+        if (!absorbed) checkLeftHeader(*left, h);  // a proposal of something else: named
       } else {
-        checkLeftHeader(left, h);
+        checkLeftHeader(*left, h);
         headerOk = true;
         times.peers = Clock::now();
       }
@@ -273,6 +339,13 @@ PassTimes ProgressEngine::run(const RingSchedule& s, const GroupHeader& h, const
     wait(until, lastMoved, devicePending);
   }
   stalledOn(0, WaitingOn::kNothing, {});
+  using_ = Using::kAll;
+  doneSeq_ = h.firstSeq + h.numOps - 1;
+  // Between collectives the partners' header receives stay posted (their next header may
+  // come before this rank's next pass), and after recursive doubling the left's too: a
+  // proposal left there is dropped while idle, not left in front of an abort frame.
+  armPartners();
+  if (partners) leftInbox_.arm();
   times.end = Clock::now();
   if (reduceEnd == 0) times.reduced = times.peers;
   return times;
@@ -303,6 +376,10 @@ bool ProgressEngine::progressLinks(uint64_t seq) {
     try {
       moved |= link->progress();
     } catch (const Error& e) {
+      // A link this pass does not use holds only a header receive posted for later (see
+      // progress_engine.h): its peer may have finished and gone. The next pass that uses
+      // the link reports the loss (it is seen again there).
+      if (e.origin() < 0 && e.code() == RR_ERR_PEER_LOST && !uses(link)) return;
       if (e.origin() < 0 && e.code() == RR_ERR_PEER_LOST) preferAbort(link, e, seq);
       if (e.origin() < 0 || e.seq() <= seq) throw;
       // A later collective's (both neighbours may send one): the first is kept for the next
@@ -329,6 +406,7 @@ void ProgressEngine::preferAbort(Link* lost, const Error& loss, uint64_t seq) {
       try {
         link->progress();
       } catch (const Error& e) {
+        if (e.origin() < 0 && !uses(link)) return;  // not this pass's link (progressLinks)
         if (e.origin() < 0) throw loss;  // that one is gone too: this rank's own view is all there is
         if (e.seq() <= seq) throw;
         pendingAbort_ = e;  // a later collective's: it fails the next call, the loss this one

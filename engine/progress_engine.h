@@ -4,15 +4,23 @@
 // engine owns their staging (host slots, and the device's pinned slots once a device is
 // attached) and the loop that drives them.
 //
-// Every pass starts with a GroupHeader (op_header.h): each rank sends its own right, with
-// the pass's data behind it, and checks its left neighbour's (run()); only a fusion
+// Every ring pass starts with a GroupHeader (op_header.h): each rank sends its own right,
+// with the pass's data behind it, and checks its left neighbour's (run()); only a fusion
 // proposal goes around the ring first (sendHeader, receiveHeader). A pass of recursive
-// doubling at n > 2 also sends its header to every partner on the partner's link, right
-// ahead of its first data for it, and checks each partner's before taking any of its data; the ring's header still goes right
-// (it is what a fusion proposal meets). A neighbour's or partner's abort
-// frame fails the running pass,
-// unless it comes from a later collective (the neighbour finished this one and failed in
-// the next): then this rank finishes its part and the abort fails its next call.
+// doubling at n > 2 sends nothing on the ring: its header goes to every partner on the
+// partner's link, right ahead of its first data for it (or before this rank first waits
+// for the partner's data, as the fold's receiving rank does), and each partner's is checked
+// before any of its data is taken. So a rank that waits for a fusion decision watches its
+// partners' links too: a partner's pass header is the decision (the partner ran the front
+// alone, or a decision came round without passing this rank's ring link), and a proposal
+// that met a rank running alone by recursive doubling stays unread on that rank's ring link
+// until its next read there drops it (a proposal of a collective this rank has completed).
+// Between collectives the partners' links (and, after a recursive doubling pass, the left
+// link) keep a header receive posted: a partner's header for the next collective lands
+// early, and a ring pass that meets one for its own collective names the algorithm mismatch.
+// A neighbour's or partner's abort frame fails the running pass, unless it comes from a
+// later collective (the neighbour finished this one and failed in the next): then this rank
+// finishes its part and the abort fails its next call.
 //
 // A pass that makes no progress for the timeout fails with RR_ERR_TIMEOUT naming what it
 // waited for: the left neighbour's data, the right neighbour taking data, or device work
@@ -70,9 +78,16 @@ class ProgressEngine {
   // request holds a stream (the allocation synchronises the device).
   void attachDevice(Device* device);
 
-  // Not rank 0: waits for the next header from the left; `next` is this rank's next
-  // collective, named if the wait times out.
-  GroupHeader receiveHeader(const OpDesc& next);
+  // Waits for the next header from the left (a proposal or a pass header) or a partner's
+  // pass header, whichever comes first (a partner's first); `next` is this rank's next
+  // collective, named if the wait times out. A partner's header stays in its inbox: the
+  // pass checks it (run() with leftHeader nullptr).
+  struct Heard {
+    GroupHeader header;
+    int from = -1;        // the rank that sent it
+    bool fromLeft = false;
+  };
+  Heard receiveHeader(const OpDesc& next);
   // Between collectives: reads what the links hold without waiting; throws Error for a
   // neighbour's abort frame (a closed connection is reported by the next collective).
   void pollIdle();
@@ -80,8 +95,9 @@ class ProgressEngine {
   void sendHeader(const GroupHeader& header);
   // Runs one pass: sends `header` (what this rank runs) right, its data right behind it,
   // and checks the left neighbour's header against it before taking any of its data
-  // (RR_ERR_MISMATCH naming both ranks and both calls). `leftHeader`: the left's header when
-  // the caller already received and checked it (a fusion decision), else nullptr. A fusion
+  // (RR_ERR_MISMATCH naming both ranks and both calls); recursive doubling at n > 2 does
+  // the same with each partner instead. `leftHeader`: the left's header when the caller
+  // already received it (a fusion decision from the left), else nullptr. A fusion
   // proposal that comes instead is absorbed when this rank runs one collective alone (it
   // cannot have fused more). With `device`, send and recv are that device's memory (see
   // above); the device must stay the same for the engine's lifetime. Throws Error on
@@ -91,17 +107,29 @@ class ProgressEngine {
 
  private:
   // The receive of one peer's op header: a fixed frame, then the counts of a fused pass.
+  // Posted once (arm) and held until taken: a header may arrive before the pass that
+  // checks it.
   struct HeaderInbox {
     Link* link = nullptr;
     int rank = -1;
     uint8_t bytes[GroupHeader::kBytes] = {};
-    uint64_t msg = 0;   // the link's receive count before the pending frame
-    bool rest = false;  // the pending frame is the counts of a fused pass
-    void post();
-    bool arrived();     // true once all of it is in `bytes`
+    uint64_t msg = 0;     // the link's receive count before the pending frame
+    bool rest = false;    // the pending frame is the counts of a fused pass
+    bool posted = false;  // a receive is outstanding, or its header not yet taken
+    void arm();           // posts the receive unless posted
+    bool arrived();       // true once all of it is in `bytes` (false when not posted)
+    GroupHeader peek() const { return GroupHeader::decode(bytes, rank); }
+    GroupHeader take() {
+      posted = false;
+      return peek();
+    }
   };
 
   bool progressLinks(uint64_t seq);
+  // Whether the running pass moves anything on `link` (a ring pass at n > 2 does not use
+  // the partners' links, recursive doubling not the ring's); between passes, every link.
+  enum class Using : uint8_t { kAll, kRing, kPartners };
+  bool uses(const Link* link) const;
   // Every link: the ring's two, then the partners'.
   template <typename F>
   void forEachLink(F&& f) {
@@ -111,6 +139,12 @@ class ProgressEngine {
   }
   // Checks the partners' headers that arrived; true if any did.
   bool checkPartnerHeaders(const GroupHeader& mine);
+  // A ring pass at n > 2: a partner's header for this collective (or an earlier one) means
+  // the partner runs recursive doubling: named (RR_ERR_MISMATCH); a later one waits.
+  void checkStrayPartnerHeaders(const GroupHeader& mine);
+  void armPartners() {
+    for (HeaderInbox& in : partnerInbox_) in.arm();
+  }
   bool partnersDone() const;
   // The partner a pass waits for (its header, or the data of unit `recvDone`), or -1.
   int awaitedPartner(const RingSchedule& s, const PassCounters& c) const;
@@ -121,10 +155,10 @@ class ProgressEngine {
   // A header's frames on `link` (encoded in sentHeader_ first); returns the link's send
   // count once they are out.
   uint64_t postHeader(const GroupHeader& h, Link& link);
-  // Posts the receive of the left neighbour's next header; leftHeaderArrived() turns true
-  // once all of it is in leftInbox_ (a fused pass's counts come in a second frame).
-  void postLeftHeader() { leftInbox_.post(); }
-  bool leftHeaderArrived() { return leftInbox_.arrived(); }
+  // The left neighbour's next header once it is here (its receive posted if it was not),
+  // proposals of collectives this rank has completed dropped (one met a rank that ran that
+  // collective alone by recursive doubling, which reads nothing from its ring link).
+  std::optional<GroupHeader> leftHeaderIfArrived();
   int leftRank() const { return (rank_ - 1 + size_) % size_; }
   // Throws RR_ERR_MISMATCH naming both ranks and the first collective they disagree on.
   void checkLeftHeader(const GroupHeader& left, const GroupHeader& mine) const {
@@ -166,6 +200,8 @@ class ProgressEngine {
   std::function<std::string(const StallState&)> explain_;
   uint8_t sentHeader_[GroupHeader::kBytes] = {};
   HeaderInbox leftInbox_;
+  uint64_t doneSeq_ = 0;  // the last collective a pass of this rank completed
+  Using using_ = Using::kAll;
 };
 
 }  // namespace rr

@@ -119,17 +119,18 @@ void Communicator::runNext(const std::shared_ptr<Request>& front) {
     runPass(inFlight_, passHeader(inFlight_, inFlight_.size()), left ? &*left : nullptr, waitStart);
     return;
   }
-  const GroupHeader h = receiveDecision(*engine_, queue_, front->desc);
+  const ProgressEngine::Heard heard = receiveDecision(*engine_, queue_, front->desc);
+  const GroupHeader& h = heard.header;
   const size_t have = queue_.matching(h);
   if (h.proposal || have < h.numOps) {
-    const int left = (config_.rank - 1 + config_.size) % config_.size;
     inFlight_ = queue_.pop(have + 1);  // the first that differs is the one to name
     fail(RR_ERR_MISMATCH, "ranks disagree on a collective: rank {} called {}, rank {} called {}",
-         left, describeOp(h.opAt(have)), config_.rank,
+         heard.from, describeOp(h.opAt(have)), config_.rank,
          describeOp(have < inFlight_.size() ? inFlight_[have]->desc : front->desc));
   }
   inFlight_ = queue_.pop(h.numOps);
-  runPass(inFlight_, h, &h, waitStart);
+  // A partner's header (recursive doubling) stays with the engine, which checks it.
+  runPass(inFlight_, h, heard.fromLeft ? &h : nullptr, waitStart);
 }
 
 void Communicator::runPass(const std::vector<std::shared_ptr<Request>>& ops, const GroupHeader& h,
