@@ -370,7 +370,17 @@ void ProgressEngine::checkPeerHeader(int peer, const GroupHeader& left, const Gr
          peer, algorithmName(left.algo), rank_, algorithmName(mine.algo));
 }
 
+void ProgressEngine::idleDuties() {
+  if (onIdle_ && Clock::now() - lastIdle_ >= std::chrono::milliseconds(100)) {
+    lastIdle_ = Clock::now();
+    onIdle_();
+  }
+}
+
 bool ProgressEngine::progressLinks(uint64_t seq) {
+  // On a pass that keeps moving too: rank 0 then reads the others' reports as they come,
+  // so a rank's silence counts from its last report, not from when rank 0 last waited.
+  idleDuties();
   bool moved = false;
   forEachLink([&](Link* link) {
     try {
@@ -420,10 +430,7 @@ void ProgressEngine::preferAbort(Link* lost, const Error& loss, uint64_t seq) {
 
 void ProgressEngine::wait(Clock::time_point until, Clock::time_point since, bool devicePending) {
   checkAborted();
-  if (onIdle_ && Clock::now() - lastIdle_ >= std::chrono::milliseconds(100)) {
-    lastIdle_ = Clock::now();
-    onIdle_();
-  }
+  idleDuties();
   // Within the spin window after the last progress, only look (a sleeping thread's wake-up
   // costs tens of microseconds, on a virtual machine most of a small collective's time);
   // device work completes without an fd to wait on: poll the links and come back.

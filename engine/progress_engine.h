@@ -55,9 +55,9 @@ class ProgressEngine {
  public:
   static constexpr int kDepth = PassShape::kDepth;
 
-  // onIdle runs every 100 ms while the engine waits; once `aborted` is set, every wait
-  // throws RR_ERR_ABORTED (the setter also wakes the event set). For `spin` after its last
-  // progress a waiting pass only looks at its links instead of sleeping (RR_SPIN_US).
+  // onIdle runs every 100 ms while the engine runs a pass or waits; once `aborted` is set,
+  // every wait throws RR_ERR_ABORTED (the setter also wakes the event set). For `spin` after
+  // its last progress a waiting pass only looks at its links instead of sleeping (RR_SPIN_US).
   // `partners`: the links to recursive doubling partners (rd_schedule.h; none at n <= 2).
   ProgressEngine(int rank, int size, Link* left, Link* right, std::vector<PartnerLink> partners,
                  EventSet& events, size_t segmentBytes, int timeoutMs, std::chrono::microseconds spin,
@@ -126,6 +126,7 @@ class ProgressEngine {
   };
 
   bool progressLinks(uint64_t seq);
+  void idleDuties();  // onIdle, at most every 100 ms
   // Whether the running pass moves anything on `link` (a ring pass at n > 2 does not use
   // the partners' links, recursive doubling not the ring's); between passes, every link.
   enum class Using : uint8_t { kAll, kRing, kPartners };
