@@ -9,6 +9,7 @@
 #include <optional>
 #include <thread>
 
+#include "engine/hd_schedule.h"
 #include "engine/rd_schedule.h"
 #include "transport/error.h"
 
@@ -189,8 +190,8 @@ Config Config::load(const rr_config_t* o) {
   }
   if (const char* a = env("RR_ALGO")) {
     const std::string_view v(a);
-    if (v != "auto" && v != "ring" && v != "rd")
-      fail(RR_ERR_INVALID_ARGUMENT, "RR_ALGO='{}' is not auto, ring or rd", a);
+    if (v != "auto" && v != "ring" && v != "rd" && v != "hd")
+      fail(RR_ERR_INVALID_ARGUMENT, "RR_ALGO='{}' is not auto, ring, rd or hd", a);
     c.algo = a;
   }
   if (const char* p = env("RR_PHASES")) {
@@ -228,10 +229,24 @@ size_t Config::rdMaxBytes(int size) {
   return size == 3 ? size_t{16} << 10 : size_t{32} << 10;
 }
 
+size_t Config::hdMaxBytes(int size) {
+  // Measured at n = 4 and 8 (bench/RESULTS.md, "Halving-doubling"): on loopback it beat
+  // the ring from 16 KiB to 4 MiB (the ring's 2(n-1) hops against 2 log2 n exchanges of the
+  // same bytes), on emulated hosts with 1 Gbit/s links it matched the ring at the link from
+  // 32 KiB to 2 MiB (n = 4) and to 1 MiB (n = 8), and fell 5% behind at 4 MiB, n = 8 (a
+  // step waits for the one before; the ring pipelines across steps). Where n is not a power
+  // of two its folded pair sends the bucket twice more than the exchanges: the ring there.
+  const bool powerOfTwo = (size & (size - 1)) == 0;
+  return hdSupports(size) && powerOfTwo ? size_t{2} << 20 : 0;
+}
+
 Algorithm Config::algorithmFor(Collective kind, size_t bytes, bool device) const {
   const bool allReduce = kind == Collective::kAllReduce || kind == Collective::kBarrier;
   if (!allReduce || !rdSupports(size) || algo == "ring" || (device && size > 2)) return Algorithm::kRing;
-  return algo == "rd" || bytes <= rdMaxBytes(size) ? Algorithm::kRd : Algorithm::kRing;
+  if (algo == "rd") return Algorithm::kRd;
+  if (algo == "hd") return hdSupports(size) ? Algorithm::kHd : Algorithm::kRing;  // n = 2: the same exchanges
+  if (bytes <= rdMaxBytes(size)) return Algorithm::kRd;
+  return bytes <= hdMaxBytes(size) ? Algorithm::kHd : Algorithm::kRing;
 }
 
 std::string Config::describe() const {

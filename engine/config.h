@@ -27,9 +27,11 @@
 //                           default 50, or 0 when this host's ranks (RR_LOCAL_SIZE,
 //                           OMPI_COMM_WORLD_LOCAL_SIZE, LOCAL_WORLD_SIZE, MPI_LOCALNRANKS)
 //                           outnumber its cores
-//   RR_ALGO                 the all-reduce's algorithm: ring, rd (recursive doubling) or
-//                           auto (default: rd up to rdMaxBytes(size), the ring above);
-//                           must be the same on every rank
+//   RR_ALGO                 the all-reduce's algorithm: ring, rd (recursive doubling), hd
+//                           (halving-doubling; the ring at n = 2, where they are the same
+//                           exchanges) or auto (default: rd up to rdMaxBytes(size), hd up
+//                           to hdMaxBytes(size), the ring above); must be the same on every
+//                           rank
 //   RR_INLINE_BLOCKING      1 (default): a blocking call on host memory with nothing queued
 //                           ahead of it runs its pass on the calling thread while the
 //                           progress thread is between collectives, saving two thread
@@ -88,10 +90,13 @@ struct Config {
   // than the ring on loopback and emulated hosts: 64 KiB at 2 ranks, 16 KiB at 3, 32 KiB
   // from 4 (config.cc has the measurements).
   static size_t rdMaxBytes(int size);
+  // auto: halving-doubling above rdMaxBytes up to this, the ring above (0: never; only
+  // where n is a power of two from 4).
+  static size_t hdMaxBytes(int size);
   // The algorithm of a pass of `kind` moving `bytes` (the same on every rank with the same
   // settings; the op header carries it and a rank that differs is named). A device bucket
-  // at more than 2 ranks always takes the ring: recursive doubling with partners runs on
-  // host buckets only (device_pass.h).
+  // at more than 2 ranks always takes the ring: recursive doubling and halving-doubling
+  // with partners run on host buckets only (device_pass.h).
   Algorithm algorithmFor(Collective kind, size_t bytes, bool device = false) const;
   std::string describe() const;  // one line for the INFO log
 };

@@ -28,8 +28,8 @@ namespace rr {
 class DevicePass final : public Pass {
  public:
   // staging: (2 * kInSlots + kOutSlots) * segmentBytes of the device's pinned memory. The
-  // ring's two links only: recursive doubling with partners (n > 2) is for host buckets
-  // (Config::algorithmFor), so its units never reach a device pass.
+  // ring's two links only: recursive doubling and halving-doubling with partners (n > 2)
+  // are for host buckets (Config::algorithmFor), so their units never reach a device pass.
   DevicePass(const PassArgs& args, Device& device) : Pass(args), device_(device) {
     if (args.schedule.usesPartners())
       fail(RR_ERR_INTERNAL, "a device pass was planned with recursive doubling partners");

@@ -14,8 +14,8 @@
 //   any other rank                        waits for the left neighbour's proposal or pass
 //                                         header (receiveDecision)
 //
-// A pass of recursive doubling at n > 2 sends no header round the ring, only to its
-// partners: so every rank waiting for a decision also takes a partner's pass header as
+// A pass of recursive doubling (or halving-doubling) at n > 2 sends no header round the
+// ring, only to its partners: so every rank waiting for a decision also takes a partner's pass header as
 // one (ProgressEngine::receiveHeader), and a proposal that met a rank running alone by
 // recursive doubling is dropped by that rank later, as a proposal of a collective it has
 // completed (progress_engine.h).

@@ -41,7 +41,7 @@ GroupHeader GroupHeader::decode(const uint8_t* p, int fromRank) {
   h.root = static_cast<int32_t>(wire::get32(p + 24));
   const uint32_t flags = wire::get32(p + 28);
   const uint32_t algo = flags >> 8;
-  if ((flags & 0xfe) != 0 || algo > static_cast<uint32_t>(Algorithm::kRd))
+  if ((flags & 0xfe) != 0 || algo > static_cast<uint32_t>(Algorithm::kHd))
     fail(RR_ERR_SYSTEM, "protocol error: rank {} sent an op header with flags {:#x}", fromRank, flags);
   h.proposal = (flags & 1) != 0;
   h.algo = static_cast<Algorithm>(algo);

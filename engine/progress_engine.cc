@@ -113,7 +113,9 @@ void ProgressEngine::checkStrayPartnerHeaders(const GroupHeader& mine) {
     const GroupHeader theirs = partnerInbox_[i].peek();
     if (theirs.firstSeq > mine.firstSeq) continue;  // the partner's next collective: its pass checks it
     checkPeerHeader(partners_[i].rank, theirs, mine);
-    fail(RR_ERR_SYSTEM, "protocol error: rank {} sent its recursive doubling partner rank {} a header of {}, which runs on the ring",
+    fail(RR_ERR_SYSTEM,
+         "protocol error: rank {} sent its partner rank {} (recursive doubling, halving-doubling) a header of {}, which "
+         "runs on the ring",
          partners_[i].rank, rank_, describeOp(mine.opAt(0)));
   }
 }
@@ -165,7 +167,7 @@ ProgressEngine::Heard ProgressEngine::receiveHeader(const OpDesc& next) {
     if (Clock::now() >= until)
       timeout(describeOp(next) + (partners_.empty() ? ": waiting for the left neighbour to start it"
                                                      : ": waiting for the left neighbour or a recursive "
-                                                       "doubling partner to start it"),
+                                                       "doubling or halving-doubling partner to start it"),
               true, 0, 1);
     wait(until, start);
   }
@@ -333,7 +335,7 @@ PassTimes ProgressEngine::run(const RingSchedule& s, const GroupHeader& h, const
       }
       const bool left = !headerOk || c.recvDone < n;
       const int partner = headerOk && partners ? awaitedPartner(s, c) : -1;
-      timeout(what, partner >= 0 ? c.recvDone < n : left, left ? c.recvDone : c.sendDone, n, partner);
+      timeout(what, partner >= 0 ? c.recvDone < n : left, left ? c.recvDone : c.sendDone, n, partner, s.algo());
     }
     // Device work has no fd to wake the wait: poll instead of sleeping while it runs.
     wait(until, lastMoved, devicePending);
@@ -456,8 +458,9 @@ void ProgressEngine::stalledOn(uint64_t seq, WaitingOn on, Clock::time_point sin
 }
 
 void ProgressEngine::timeout(const std::string& what, bool waitingForLeft, size_t done,
-                             size_t total, int partner) {
+                             size_t total, int partner, Algorithm algo) {
   if (pendingAbort_) throw *pendingAbort_;
+  const char* role = algo == Algorithm::kHd ? "halving-doubling" : "recursive doubling";
   const int left = (rank_ - 1 + size_) % size_;
   const int right = (rank_ + 1) % size_;
   // Rank 0's view of who holds the job up leads the message when it has one. Without one
@@ -478,14 +481,14 @@ void ProgressEngine::timeout(const std::string& what, bool waitingForLeft, size_
   if (!cause.empty()) cause += "; ";
   if (partner >= 0 && waitingForLeft)
     fail(RR_ERR_TIMEOUT,
-         "{}: {}no progress for {} ms on rank {}: waiting for data from rank {} (recursive "
-         "doubling partner); {} of {} segments received",
-         what, cause, timeoutMs_, rank_, partner, done, total);
+         "{}: {}no progress for {} ms on rank {}: waiting for data from rank {} ({} partner); {} of {} "
+         "segments received",
+         what, cause, timeoutMs_, rank_, partner, role, done, total);
   if (partner >= 0)
     fail(RR_ERR_TIMEOUT,
-         "{}: {}no progress for {} ms on rank {}: waiting for rank {} (recursive doubling "
-         "partner) to take data; {} of {} segments sent",
-         what, cause, timeoutMs_, rank_, partner, done, total);
+         "{}: {}no progress for {} ms on rank {}: waiting for rank {} ({} partner) to take data; {} of {} "
+         "segments sent",
+         what, cause, timeoutMs_, rank_, partner, role, done, total);
   if (waitingForLeft)
     fail(RR_ERR_TIMEOUT,
          "{}: {}no progress for {} ms on rank {}: waiting for data from rank {} (left "

@@ -7,7 +7,8 @@
 // Every ring pass starts with a GroupHeader (op_header.h): each rank sends its own right,
 // with the pass's data behind it, and checks its left neighbour's (run()); only a fusion
 // proposal goes around the ring first (sendHeader, receiveHeader). A pass of recursive
-// doubling at n > 2 sends nothing on the ring: its header goes to every partner on the
+// doubling (or halving-doubling, on the same partners; "recursive doubling" below stands
+// for both) at n > 2 sends nothing on the ring: its header goes to every partner on the
 // partner's link, right ahead of its first data for it (or before this rank first waits
 // for the partner's data, as the fold's receiving rank does), and each partner's is checked
 // before any of its data is taken. So a rank that waits for a fusion decision watches its
@@ -169,9 +170,10 @@ class ProgressEngine {
   // Waits for an event until `deadline`; only looks while within the spin window after
   // `since` (the last progress) or while device work is pending.
   void wait(Clock::time_point deadline, Clock::time_point since, bool devicePending = false);
-  // `partner`: the recursive doubling partner waited for, else -1 (a ring neighbour).
+  // `partner`: the recursive doubling or halving-doubling partner waited for (`algo` says
+  // which), else -1 (a ring neighbour).
   [[noreturn]] void timeout(const std::string& what, bool waitingForLeft, size_t done,
-                            size_t total, int partner = -1);
+                            size_t total, int partner = -1, Algorithm algo = Algorithm::kRing);
   // Marks the engine stalled in op `seq` on `on` since `since` (kNothing: it moved).
   void stalledOn(uint64_t seq, WaitingOn on, Clock::time_point since);
   Clock::time_point deadline() const;

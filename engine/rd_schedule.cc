@@ -6,30 +6,6 @@
 namespace rr {
 namespace {
 
-// The shape of recursive doubling over `size` ranks.
-struct Shape {
-  int p = 1;        // the largest power of two <= size
-  int rem = 0;      // size - p: the pairs folded in and out
-  int levels = 0;   // log2 p: the exchanges
-  bool fold() const { return rem > 0; }
-  int steps() const { return levels + (fold() ? 2 : 0); }
-  // The rank's place among the p that exchange, or -1 for 2i (folded into 2i+1).
-  int newRank(int r) const { return r < 2 * rem ? (r % 2 == 1 ? r / 2 : -1) : r - rem; }
-  int oldRank(int q) const { return q < rem ? 2 * q + 1 : q + rem; }
-};
-
-Shape shapeOf(int size) {
-  Shape s;
-  while (s.p * 2 <= size) {
-    s.p *= 2;
-    ++s.levels;
-  }
-  s.rem = size - s.p;
-  return s;
-}
-
-size_t segmentsOf(const ScheduleParams& p) { return (p.count + p.segElems - 1) / p.segElems; }
-
 // At n = 2: one exchange on the ring's links (the units of the first version, unchanged).
 Unit pairUnit(const ScheduleParams& p, size_t k, size_t begin, size_t count) {
   Unit u;
@@ -50,16 +26,56 @@ Unit pairUnit(const ScheduleParams& p, size_t k, size_t begin, size_t count) {
 
 }  // namespace
 
+RdShape rdShape(int size) {
+  RdShape s;
+  while (s.p * 2 <= size) {
+    s.p *= 2;
+    ++s.levels;
+  }
+  s.rem = size - s.p;
+  return s;
+}
+
+size_t segmentsOf(const ScheduleParams& p) { return (p.count + p.segElems - 1) / p.segElems; }
+
+Unit rdFoldUnit(const ScheduleParams& p, bool in, size_t seg, int64_t dependsOn) {
+  const RdShape s = rdShape(p.size);
+  const int r = p.rank;
+  Unit u;
+  if (r >= 2 * s.rem) return u;  // not one of a folded pair: nothing to fold
+  const size_t begin = seg * p.segElems;
+  const size_t count = std::min(p.segElems, p.count - begin);
+  const bool upper = r % 2 == 1;  // 2i+1 holds the pair's sum between the folds
+  u.peer = upper ? r - 1 : r + 1;
+  if (in == upper) {  // 2i+1 receives the fold-in, 2i the fold-out
+    u.recvInto = Buffer::kRecv;
+    u.recvOffset = begin;
+    u.recvCount = count;
+    if (in) {  // 2i's operand first: rank order
+      u.reduce = true;
+      u.reduceOffset = begin;
+      u.firstReduce = true;
+      u.receivedFirst = true;
+    }
+  } else {  // 2i sends its input in, 2i+1 the result out
+    u.sendFrom = in ? Buffer::kSend : Buffer::kRecv;
+    u.sendOffset = begin;
+    u.sendCount = count;
+    if (!in) u.dependsOn = dependsOn;
+  }
+  return u;
+}
+
 bool rdSupports(int size) { return size > 1; }
 
 size_t rdNumUnits(const ScheduleParams& p) {
-  return segmentsOf(p) * static_cast<size_t>(p.size == 2 ? 1 : shapeOf(p.size).steps());
+  return segmentsOf(p) * static_cast<size_t>(p.size == 2 ? 1 : rdShape(p.size).steps());
 }
 
 std::vector<int> rdPartners(int rank, int size) {
   std::vector<int> out;
   if (size <= 2) return out;
-  const Shape s = shapeOf(size);
+  const RdShape s = rdShape(size);
   if (rank < 2 * s.rem) out.push_back(rank % 2 == 0 ? rank + 1 : rank - 1);
   const int q = s.newRank(rank);
   if (q >= 0)
@@ -78,35 +94,13 @@ Unit rdUnit(const ScheduleParams& p, size_t k) {
   const size_t count = std::min(p.segElems, p.count - begin);
   if (p.size == 2) return pairUnit(p, k, begin, count);
 
-  const Shape s = shapeOf(p.size);
+  const RdShape s = rdShape(p.size);
   const int r = p.rank;
   const bool folded = r < 2 * s.rem;  // one of a pair that folds in and out
   const int first = s.fold() ? 1 : 0;  // the step of the first exchange
   const int64_t before = static_cast<int64_t>(k) - static_cast<int64_t>(segs);  // this segment, a step earlier
   Unit u;
-  if (s.fold() && (step == 0 || step == s.steps() - 1)) {
-    if (!folded) return u;  // nothing to fold
-    const bool in = step == 0;
-    const bool upper = r % 2 == 1;  // 2i+1 holds the pair's sum between the folds
-    u.peer = upper ? r - 1 : r + 1;
-    if (in == upper) {  // 2i+1 receives the fold-in, 2i the fold-out
-      u.recvInto = Buffer::kRecv;
-      u.recvOffset = begin;
-      u.recvCount = count;
-      if (in) {  // 2i's operand first: rank order
-        u.reduce = true;
-        u.reduceOffset = begin;
-        u.firstReduce = true;
-        u.receivedFirst = true;
-      }
-    } else {  // 2i sends its input in, 2i+1 the result out
-      u.sendFrom = in ? Buffer::kSend : Buffer::kRecv;
-      u.sendOffset = begin;
-      u.sendCount = count;
-      if (!in) u.dependsOn = before;
-    }
-    return u;
-  }
+  if (s.fold() && (step == 0 || step == s.steps() - 1)) return rdFoldUnit(p, step == 0, seg, before);
   const int q = s.newRank(r);
   if (q < 0) return u;  // 2i waits for the fold-out
   const int j = step - first;

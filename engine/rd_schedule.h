@@ -37,6 +37,26 @@
 
 namespace rr {
 
+// The shape of recursive doubling over `size` ranks (halving-doubling, hd_schedule.h, has
+// the same).
+struct RdShape {
+  int p = 1;        // the largest power of two <= size
+  int rem = 0;      // size - p: the pairs folded in and out
+  int levels = 0;   // log2 p: the exchanges
+  bool fold() const { return rem > 0; }
+  int steps() const { return levels + (fold() ? 2 : 0); }
+  // The rank's place among the p that exchange, or -1 for 2i (folded into 2i+1).
+  int newRank(int r) const { return r < 2 * rem ? (r % 2 == 1 ? r / 2 : -1) : r - rem; }
+  int oldRank(int q) const { return q < rem ? 2 * q + 1 : q + rem; }
+};
+RdShape rdShape(int size);
+// The whole bucket in segments of params.segElems (a fold's units).
+size_t segmentsOf(const ScheduleParams& params);
+
+// Segment `seg` of the fold-in (`in`) or the fold-out, whose send (2i+1's) waits for the
+// receive of unit `dependsOn`: an empty unit on a rank that does not fold.
+Unit rdFoldUnit(const ScheduleParams& params, bool in, size_t seg, int64_t dependsOn);
+
 // Whether recursive doubling runs for `size` ranks (any size > 1).
 bool rdSupports(int size);
 size_t rdNumUnits(const ScheduleParams& params);

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "engine/hd_schedule.h"
 #include "engine/rd_schedule.h"
 #include "transport/error.h"
 
@@ -19,7 +20,9 @@ const char* collectiveName(Collective kind) {
   return "unknown";
 }
 
-const char* algorithmName(Algorithm algo) { return algo == Algorithm::kRd ? "rd" : "ring"; }
+const char* algorithmName(Algorithm algo) {
+  return algo == Algorithm::kRd ? "rd" : algo == Algorithm::kHd ? "hd" : "ring";
+}
 
 size_t partBegin(size_t total, size_t parts, size_t i) {
   return i * (total / parts) + std::min(i, total % parts);
@@ -43,6 +46,13 @@ RingSchedule::RingSchedule(const ScheduleParams& params) : params_(params) {
     numUnits_ = rdNumUnits(params_);
     return;
   }
+  if (params_.algo == Algorithm::kHd) {
+    if (params_.kind != Collective::kAllReduce || !hdSupports(n))
+      fail(RR_ERR_INTERNAL, "halving-doubling planned for a {} of {} ranks", collectiveName(params_.kind), n);
+    steps_ = 1;
+    numUnits_ = hdNumUnits(params_);
+    return;
+  }
   steps_ = params_.kind == Collective::kAllReduce ? 2 * (n - 1) : n - 1;
   const size_t roundElems = params_.segElems * static_cast<size_t>(params_.depth);
   rounds_ = (blockSize(0) + roundElems - 1) / roundElems;  // block 0 is the largest
@@ -50,7 +60,7 @@ RingSchedule::RingSchedule(const ScheduleParams& params) : params_(params) {
 }
 
 size_t RingSchedule::reduceEnd() const {
-  if (params_.kind == Collective::kReduceScatter || params_.algo == Algorithm::kRd) return numUnits_;
+  if (params_.kind == Collective::kReduceScatter || params_.algo != Algorithm::kRing) return numUnits_;
   if (params_.kind != Collective::kAllReduce || rounds_ == 0) return 0;
   const size_t depth = static_cast<size_t>(params_.depth);
   return ((rounds_ - 1) * static_cast<size_t>(steps_) + static_cast<size_t>(params_.size - 1)) * depth;
@@ -76,6 +86,7 @@ size_t RingSchedule::blockSize(int block) const {
 Unit RingSchedule::unit(size_t k) const {
   if (params_.kind == Collective::kBroadcast) return broadcastUnit(k);
   if (params_.algo == Algorithm::kRd) return rdUnit(params_, k);
+  if (params_.algo == Algorithm::kHd) return hdUnit(params_, k);
   const size_t depth = static_cast<size_t>(params_.depth);
   const size_t perRound = static_cast<size_t>(steps_) * depth;
   return ringUnit(k / perRound, static_cast<int>((k % perRound) / depth), k % depth);

@@ -15,6 +15,7 @@
 //   allgather      = all-gather starting from the rank's own block
 //   broadcast      = a pipelined chain root -> root+1 -> ... -> root-1
 //   all-reduce by recursive doubling (params.algo = kRd): the units of rd_schedule.h
+//   all-reduce by halving-doubling (params.algo = kHd): the units of hd_schedule.h
 //
 // Cost of all-reduce: 2(n-1) latencies and 2(n-1)/n * S bytes sent per rank, the bandwidth
 // lower bound. To pipeline, each block is cut into rounds of `depth` segments; a transfer
@@ -36,10 +37,11 @@ enum class Collective : uint8_t { kAllReduce, kBroadcast, kAllGather, kReduceSca
 const char* collectiveName(Collective kind);
 
 // How an all-reduce moves its bytes: around the ring (2(n-1) hops, the bandwidth bound), or
-// by recursive doubling (rd_schedule.h: log2 n exchanges, for small buckets). Chosen per
-// pass by size (Config::algorithmFor) and carried in the op header, so that every rank
-// runs the same one or the mismatch is named.
-enum class Algorithm : uint8_t { kRing, kRd };
+// by recursive doubling (rd_schedule.h: log2 n exchanges, for small buckets), or by
+// halving-doubling (hd_schedule.h: the ring's bytes in 2 log2 n exchanges, for mid-size
+// buckets at n > 2). Chosen per pass by size (Config::algorithmFor) and carried in the op
+// header, so that every rank runs the same one or the mismatch is named.
+enum class Algorithm : uint8_t { kRing, kRd, kHd };
 
 const char* algorithmName(Algorithm algo);
 
@@ -82,7 +84,7 @@ struct ScheduleParams {
   size_t segElems = 1;   // elements per segment (> 0)
   int depth = 2;         // segments per round per block (> 0)
   int root = 0;          // broadcast only
-  Algorithm algo = Algorithm::kRing;  // all-reduce only; kRd: rd_schedule.h
+  Algorithm algo = Algorithm::kRing;  // all-reduce only; kRd: rd_schedule.h, kHd: hd_schedule.h
 };
 
 class RingSchedule {
@@ -97,10 +99,11 @@ class RingSchedule {
   // work is left. 0 for allgather and broadcast.
   size_t reduceEnd() const;
   // Number of ring steps per round (2(n-1) for all-reduce, n-1 for the halves; 1 for
-  // recursive doubling, whose steps are rd_schedule.h's).
+  // recursive doubling and halving-doubling, whose steps are their own files).
   int steps() const { return steps_; }
   // Whether units send to and receive from partners other than the ring's neighbours.
-  bool usesPartners() const { return params_.algo == Algorithm::kRd && params_.size > 2; }
+  bool usesPartners() const { return params_.algo != Algorithm::kRing && params_.size > 2; }
+  Algorithm algo() const { return params_.algo; }
   // Chunk bounds, computed here only: [begin, end) of block `block` in element offsets of
   // the full n-block layout.
   size_t blockBegin(int block) const;

@@ -12,10 +12,11 @@
 //   rank-order     results whose bits depend on the order of the operands (MIN and MAX of
 //                  +0 and -0, a SUM of NaNs with a different payload on each rank) are the
 //                  same bytes on every rank: each algorithm reduces in one order everywhere
-//   algo-mismatch  rank 0 runs RR_ALGO=rd, every other rank RR_ALGO=ring: the all-reduce
-//                  fails on every rank with a mismatch naming rank 0 and a rank running the
-//                  ring, and both algorithms (at n > 2 recursive doubling sends nothing on
-//                  the ring: a ring rank meets rank 0's header on their partner link)
+//   algo-mismatch [A B]  rank 0 runs RR_ALGO=A, every other rank RR_ALGO=B (default rd
+//                  and ring): the all-reduce fails on every rank with a mismatch naming
+//                  rank 0 and a rank running B, and both algorithms (at n > 2 recursive
+//                  doubling sends nothing on the ring: a ring rank meets rank 0's header on
+//                  their partner link; rd against hd meet on the same partner links)
 //   barrier        a barrier on one rank against an all-reduce of uint8 MAX on the others
 //                  (what a barrier sends) is a mismatch naming the barrier, on every rank
 //   waiters        the documented way to overlap: one thread submits 64 async all-reduces,
@@ -215,13 +216,15 @@ void rankOrder() {
               "(%ld elements)\n", rank, nranks, checked);
 }
 
+std::string rank0Algo = "rd", othersAlgo = "ring";  // algo-mismatch's settings
+
 void algoMismatch() {
   std::vector<float> buf(256, 1.0f);
   const rr_result_t rc = rr_allreduce(comm, buf.data(), buf.data(), buf.size(), RR_FLOAT32, RR_SUM, nullptr);
   const std::string message = rr_last_error();
   if (rc != RR_ERR_MISMATCH) die(std::string("expected RR_ERR_MISMATCH, got ") + rr_result_string(rc) + ": " + message);
-  const bool both = message.find("rank 0 runs rd") != std::string::npos &&
-                    message.find(" runs ring") != std::string::npos;
+  const bool both = message.find("rank 0 runs " + rank0Algo) != std::string::npos &&
+                    message.find(" runs " + othersAlgo) != std::string::npos;
   if (!both || message.find("disagree on the algorithm of op #1 allreduce(count=256") == std::string::npos)
     die("the mismatch does not name the collective, both ranks and both algorithms: " + message);
   std::printf("rank %d: %s\n", rank, message.c_str());
@@ -364,7 +367,11 @@ int main(int argc, char** argv) {
   }
   if (mode == "algo-mismatch") {  // before init: the setting is read there
     const char* r = std::getenv("RR_RANK");
-    setenv("RR_ALGO", r != nullptr && std::string(r) == "0" ? "rd" : "ring", 1);
+    if (argc > 3) {
+      rank0Algo = argv[2];
+      othersAlgo = argv[3];
+    }
+    setenv("RR_ALGO", (r != nullptr && std::string(r) == "0" ? rank0Algo : othersAlgo).c_str(), 1);
   }
   check(rr_comm_init_from_env(&comm), "rr_comm_init_from_env");
   check(rr_comm_rank(comm, &rank), "rank");

@@ -1,14 +1,17 @@
 // RingSchedule against the closed form of DESIGN.md §4, and a simulation that runs every
 // rank's schedule in memory and checks the final buffers, for n = 1..16 and the counts
 // 0, 1, n-1, n, n+1, primes, and more than one round of segments; recursive doubling's
-// units (rd_schedule.h) the same way for n = 2..16, with the order of their operands.
+// units (rd_schedule.h) and halving-doubling's (hd_schedule.h) the same way for n = 2..16,
+// with the order of their operands.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <vector>
 
 #include "engine/config.h"
+#include "engine/hd_schedule.h"
 #include "engine/rd_schedule.h"
 #include "engine/ring_schedule.h"
 #include "transport/error.h"
@@ -288,9 +291,10 @@ struct Elem {
 // buffer). Checks the flags the passes rely on: firstReduce (the received operand is one
 // rank's raw input), reduceFrom (kSend: this rank's raw input), lastReduce (all n are in).
 std::vector<std::vector<int64_t>> simulateRd(int n, size_t count, size_t seg, bool inPlace, bool composeOp,
-                                             const std::vector<std::vector<int64_t>>& input) {
+                                             const std::vector<std::vector<int64_t>>& input,
+                                             rr::Algorithm algo = rr::Algorithm::kRd) {
   std::vector<RingSchedule> s;
-  for (int r = 0; r < n; ++r) s.push_back(make(Collective::kAllReduce, r, n, count, seg, 4, 0, rr::Algorithm::kRd));
+  for (int r = 0; r < n; ++r) s.push_back(make(Collective::kAllReduce, r, n, count, seg, 4, 0, algo));
   const size_t units = s[0].numUnits();
   std::vector<std::vector<Elem>> recv(n, std::vector<Elem>(count));
   std::vector<std::vector<Elem>> send(n, std::vector<Elem>(count));
@@ -310,6 +314,8 @@ std::vector<std::vector<int64_t>> simulateRd(int n, size_t count, size_t seg, bo
         if (u.sendFrom != Buffer::kNone) {
           REQUIRE(u.sendFrom != Buffer::kStage);
           const auto& from = u.sendFrom == Buffer::kSend ? sendBuf(r) : recv[r];
+          REQUIRE(u.sendCount > 0);
+          REQUIRE(u.sendCount <= seg);
           const int to = u.peer >= 0 ? u.peer : (r + 1) % n;
           queue[{r, to}].emplace_back(from.begin() + static_cast<long>(u.sendOffset),
                                       from.begin() + static_cast<long>(u.sendOffset + u.sendCount));
@@ -322,6 +328,8 @@ std::vector<std::vector<int64_t>> simulateRd(int n, size_t count, size_t seg, bo
         if (u.afterSend >= 0 && sent[r] <= static_cast<size_t>(u.afterSend)) break;
         if (u.recvInto != Buffer::kNone) {
           REQUIRE(u.recvInto == Buffer::kRecv);
+          REQUIRE(u.recvCount > 0);
+          REQUIRE(u.recvCount <= seg);
           const int from = u.peer >= 0 ? u.peer : mod(r - 1, n);
           auto& q = queue[{from, r}];
           size_t& h = head[{from, r}];
@@ -364,19 +372,20 @@ std::vector<std::vector<int64_t>> simulateRd(int n, size_t count, size_t seg, bo
 
 }  // namespace
 
-TEST_CASE("recursive doubling at n = 3..16: exact sums, the same tree in rank order everywhere") {
+TEST_CASE("recursive doubling and halving-doubling at n = 3..16: exact sums, the same tree in rank order everywhere") {
+  for (const rr::Algorithm algo : {rr::Algorithm::kRd, rr::Algorithm::kHd})
   for (int n = 3; n <= 16; ++n) {
     for (size_t seg : {size_t{1}, size_t{5}}) {
-      for (size_t count : {size_t{0}, size_t{1}, size_t{4}, size_t{13}, size_t{23}}) {
+      for (size_t count : {size_t{0}, size_t{1}, size_t{4}, size_t{13}, size_t{23}, size_t{64}}) {
         for (bool inPlace : {false, true}) {
-          CAPTURE(n, seg, count, inPlace);
+          CAPTURE(algo, n, seg, count, inPlace);
           std::vector<std::vector<int64_t>> input(n);
           for (int r = 0; r < n; ++r)
             for (size_t i = 0; i < count; ++i)
               input[r].push_back(static_cast<int64_t>(((r + 2) * 7919 + i) % 1000) << 32 |
                                  static_cast<int64_t>((r * 104729 + i * 31) % 100000));
-          const auto sums = simulateRd(n, count, seg, inPlace, false, input);
-          const auto composed = simulateRd(n, count, seg, inPlace, true, input);
+          const auto sums = simulateRd(n, count, seg, inPlace, false, input, algo);
+          const auto composed = simulateRd(n, count, seg, inPlace, true, input, algo);
           for (size_t i = 0; i < count; ++i) {
             int64_t sum = 0, inOrder = input[0][i];
             for (int r = 0; r < n; ++r) sum += input[r][i];
@@ -412,18 +421,51 @@ TEST_CASE("recursive doubling's partners: log2 p exchanges, a fold pair, each li
         REQUIRE(std::find(back.begin(), back.end(), r) != back.end());  // both sides make the link
         ++seen[{std::min(r, q), std::max(r, q)}];
       }
-      // Every peer a unit names is a partner.
-      const RingSchedule s = make(Collective::kAllReduce, r, n, 7, 2, 4, 0, rr::Algorithm::kRd);
-      REQUIRE(s.usesPartners());
-      for (size_t k = 0; k < s.numUnits(); ++k) {
-        const Unit u = s.unit(k);
-        if (u.sendFrom != Buffer::kNone || u.recvInto != Buffer::kNone)
-          REQUIRE(std::find(partners.begin(), partners.end(), u.peer) != partners.end());
+      // Every peer a unit names is a partner (halving-doubling's too).
+      for (const rr::Algorithm algo : {rr::Algorithm::kRd, rr::Algorithm::kHd}) {
+        const RingSchedule s = make(Collective::kAllReduce, r, n, 7, 2, 4, 0, algo);
+        REQUIRE(s.usesPartners());
+        for (size_t k = 0; k < s.numUnits(); ++k) {
+          const Unit u = s.unit(k);
+          if (u.sendFrom != Buffer::kNone || u.recvInto != Buffer::kNone)
+            REQUIRE(std::find(partners.begin(), partners.end(), u.peer) != partners.end());
+        }
       }
     }
     for (const auto& [pair, times] : seen) REQUIRE(times == 2);  // once from each side
   }
   for (int n : {1, 2}) REQUIRE(rr::rdPartners(0, n).empty());
+}
+
+TEST_CASE("halving-doubling sends the ring's 2(p-1)/p of the bucket per rank, the folded pair once more") {
+  for (int n : {3, 4, 5, 6, 8, 12, 16}) {
+    int p = 1, levels = 0;
+    while (p * 2 <= n) p *= 2, ++levels;
+    const int rem = n - p;
+    for (size_t count : {size_t{64}, size_t{1000}, size_t{4096}}) {
+      // Exact when p divides the bucket, else off by at most an element per exchange.
+      const double slack = count % static_cast<size_t>(p) == 0 ? 0.0 : 2.0 * levels;
+      for (int r = 0; r < n; ++r) {
+        const RingSchedule s = make(Collective::kAllReduce, r, n, count, 37, 4, 0, rr::Algorithm::kHd);
+        size_t sent = 0, exchanges = 0;
+        for (size_t k = 0; k < s.numUnits(); ++k) sent += s.unit(k).sendCount;
+        CAPTURE(n, count, r);
+        if (r >= 2 * rem || r % 2 == 1) exchanges = sent - (r < 2 * rem ? count : 0);
+        if (r < 2 * rem && r % 2 == 0) REQUIRE(sent == count);  // 2i: its fold-in only
+        else {
+          const double want = 2.0 * static_cast<double>(p - 1) / p * static_cast<double>(count);
+          REQUIRE(std::abs(static_cast<double>(exchanges) - want) <= slack);
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("halving-doubling is refused for other collectives and at n = 2") {
+  REQUIRE_FALSE(rr::hdSupports(2));
+  for (int n : {3, 4, 8, 13}) REQUIRE(rr::hdSupports(n));
+  REQUIRE_THROWS_AS(make(Collective::kAllReduce, 0, 2, 100, 8, 4, 0, rr::Algorithm::kHd), rr::Error);
+  REQUIRE_THROWS_AS(make(Collective::kAllGather, 0, 4, 100, 8, 4, 0, rr::Algorithm::kHd), rr::Error);
 }
 
 TEST_CASE("recursive doubling is refused for other collectives") {
@@ -433,16 +475,21 @@ TEST_CASE("recursive doubling is refused for other collectives") {
   REQUIRE_THROWS_AS(make(Collective::kReduceScatter, 0, 4, 100, 8, 4, 0, rr::Algorithm::kRd), rr::Error);
 }
 
-TEST_CASE("auto's thresholds: recursive doubling up to 64 KiB at 2 ranks, 16 KiB at 3, 32 KiB from 4") {
+TEST_CASE("auto's thresholds: recursive doubling up to 64 KiB at 2 ranks, 16 KiB at 3, 32 KiB from 4, then halving-doubling to 2 MiB at 4, 8, ...") {
   rr::Config c;
   REQUIRE(c.algo == "auto");
-  const std::vector<std::pair<int, size_t>> limits = {{2, 64 << 10}, {3, 16 << 10}, {4, 32 << 10}, {8, 32 << 10}, {128, 32 << 10}};
+  const std::vector<std::pair<int, size_t>> limits = {{2, 64 << 10}, {3, 16 << 10}, {4, 32 << 10}, {6, 32 << 10},
+                                                      {8, 32 << 10}, {128, 32 << 10}};
   for (const auto& [n, limit] : limits) {
     CAPTURE(n);
     c.size = n;
     REQUIRE(c.algorithmFor(Collective::kAllReduce, limit) == rr::Algorithm::kRd);
     REQUIRE(c.algorithmFor(Collective::kBarrier, 1) == rr::Algorithm::kRd);
-    REQUIRE(c.algorithmFor(Collective::kAllReduce, limit + 1) == rr::Algorithm::kRing);
+    // Above: halving-doubling up to 2 MiB where n is a power of two from 4, else the ring.
+    const bool hd = n >= 4 && (n & (n - 1)) == 0;
+    REQUIRE(c.algorithmFor(Collective::kAllReduce, limit + 1) == (hd ? rr::Algorithm::kHd : rr::Algorithm::kRing));
+    REQUIRE(c.algorithmFor(Collective::kAllReduce, size_t{2} << 20) == (hd ? rr::Algorithm::kHd : rr::Algorithm::kRing));
+    REQUIRE(c.algorithmFor(Collective::kAllReduce, (size_t{2} << 20) + 1) == rr::Algorithm::kRing);
     REQUIRE(c.algorithmFor(Collective::kAllGather, 8) == rr::Algorithm::kRing);
     // Device buckets take the ring at n > 2 (the device pass has no partner links).
     REQUIRE(c.algorithmFor(Collective::kAllReduce, 8, true) == (n == 2 ? rr::Algorithm::kRd : rr::Algorithm::kRing));
@@ -450,6 +497,12 @@ TEST_CASE("auto's thresholds: recursive doubling up to 64 KiB at 2 ranks, 16 KiB
   c.size = 4;
   c.algo = "rd";
   REQUIRE(c.algorithmFor(Collective::kAllReduce, size_t{1} << 30) == rr::Algorithm::kRd);
+  c.algo = "hd";
+  REQUIRE(c.algorithmFor(Collective::kAllReduce, 8) == rr::Algorithm::kHd);
+  REQUIRE(c.algorithmFor(Collective::kAllReduce, 8, true) == rr::Algorithm::kRing);  // a device bucket
+  c.size = 2;
+  REQUIRE(c.algorithmFor(Collective::kAllReduce, 8) == rr::Algorithm::kRing);  // the same exchanges at n = 2
+  c.size = 4;
   c.algo = "ring";
   REQUIRE(c.algorithmFor(Collective::kAllReduce, 8) == rr::Algorithm::kRing);
 }

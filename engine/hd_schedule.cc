@@ -1,0 +1,146 @@
+// Halving-doubling's units; see hd_schedule.h.
+#include "engine/hd_schedule.h"
+
+#include <algorithm>
+
+#include "engine/rd_schedule.h"
+
+namespace rr {
+namespace {
+
+struct Range {
+  size_t begin = 0, count = 0;
+};
+
+// R(q, m) of hd_schedule.h.
+Range rangeOf(size_t count, int q, int m) {
+  Range r{0, count};
+  for (int b = 0; b < m; ++b) {
+    const size_t lower = r.count - r.count / 2;
+    if ((q >> b & 1) == 0) {
+      r.count = lower;
+    } else {
+      r.begin += lower;
+      r.count /= 2;
+    }
+  }
+  return r;
+}
+
+enum class Phase : uint8_t { kFoldIn, kScatter, kGather, kFoldOut };
+
+// Step t of the pass: what it does, at which halving, in how many units from which.
+struct Step {
+  Phase phase = Phase::kFoldIn;
+  int j = 0;          // the halving (reduce-scatter and all-gather)
+  size_t first = 0;   // its first unit
+  size_t units = 0;
+};
+
+size_t halvingUnits(const ScheduleParams& p, int j) {
+  const size_t largest = (p.count + (size_t{1} << (j + 1)) - 1) >> (j + 1);
+  return (largest + p.segElems - 1) / p.segElems;
+}
+
+// Calls f(step) for every step in order until it returns true; returns whether one did.
+template <typename F>
+bool forEachStep(const ScheduleParams& p, F&& f) {
+  const RdShape s = rdShape(p.size);
+  Step st;
+  auto next = [&](Phase phase, int j, size_t units) {
+    st.phase = phase;
+    st.j = j;
+    st.units = units;
+    const bool stop = f(st);
+    st.first += units;
+    return stop;
+  };
+  if (s.fold() && next(Phase::kFoldIn, 0, segmentsOf(p))) return true;
+  for (int j = 0; j < s.levels; ++j)
+    if (next(Phase::kScatter, j, halvingUnits(p, j))) return true;
+  for (int j = s.levels - 1; j >= 0; --j)
+    if (next(Phase::kGather, j, halvingUnits(p, j))) return true;
+  return s.fold() && next(Phase::kFoldOut, 0, segmentsOf(p));
+}
+
+// Part `s` of `parts` of range `r`.
+Range partOf(Range r, size_t parts, size_t s) {
+  return Range{r.begin + partBegin(r.count, parts, s), partSize(r.count, parts, s)};
+}
+
+}  // namespace
+
+bool hdSupports(int size) { return size > 2; }
+
+size_t hdNumUnits(const ScheduleParams& p) {
+  size_t n = 0;
+  forEachStep(p, [&](const Step& st) {
+    n += st.units;
+    return false;
+  });
+  return n;
+}
+
+Unit hdUnit(const ScheduleParams& p, size_t k) {
+  Step st;
+  forEachStep(p, [&](const Step& s) {
+    st = s;
+    return k < s.first + s.units;
+  });
+  const size_t seg = k - st.first;
+  // A step's sends wait for every receive of the step before (the range it sends was
+  // reduced or gathered there); the first exchange's only after a fold-in.
+  const int64_t stepBefore = static_cast<int64_t>(st.first) - 1;
+  const RdShape s = rdShape(p.size);
+  const int r = p.rank;
+  const bool folded = r < 2 * s.rem;
+  Unit u;
+  if (st.phase == Phase::kFoldIn || st.phase == Phase::kFoldOut)
+    return rdFoldUnit(p, st.phase == Phase::kFoldIn, seg, stepBefore);
+  const int q = s.newRank(r);
+  if (q < 0) return u;  // 2i waits for the fold-out
+  const int partnerQ = q ^ (1 << st.j);
+  u.peer = s.oldRank(partnerQ);
+  const Range theirs = partOf(rangeOf(p.count, partnerQ, st.j + 1), st.units, seg);
+  const Range mine = partOf(rangeOf(p.count, q, st.j + 1), st.units, seg);
+  if (st.phase == Phase::kScatter) {
+    // Whether this rank, and the partner, reduced these elements before (their operand is
+    // then a partial result, not one rank's raw input).
+    const bool mineReduced = st.j > 0 || folded;
+    const bool theirsReduced = st.j > 0 || s.oldRank(partnerQ) < 2 * s.rem;
+    if (theirs.count > 0) {
+      u.sendFrom = mineReduced ? Buffer::kRecv : Buffer::kSend;
+      u.sendOffset = theirs.begin;
+      u.sendCount = theirs.count;
+    }
+    if (mineReduced) u.dependsOn = stepBefore;
+    if (mine.count > 0) {
+      u.recvInto = Buffer::kRecv;
+      u.recvOffset = mine.begin;
+      u.recvCount = mine.count;
+      u.reduce = true;
+      u.reduceFrom = mineReduced ? Buffer::kRecv : Buffer::kSend;
+      u.reduceOffset = mine.begin;
+      u.firstReduce = !theirsReduced;
+      u.lastReduce = st.j == s.levels - 1;
+      u.receivedFirst = partnerQ < q;  // the lower group's partial result first
+      u.afterSend = static_cast<int64_t>(k);
+    }
+    return u;
+  }
+  // All-gather: what this rank holds goes out, the partner's half lands in the result.
+  if (mine.count > 0) {
+    u.sendFrom = Buffer::kRecv;
+    u.sendOffset = mine.begin;
+    u.sendCount = mine.count;
+  }
+  u.dependsOn = stepBefore;
+  if (theirs.count > 0) {
+    u.recvInto = Buffer::kRecv;
+    u.recvOffset = theirs.begin;
+    u.recvCount = theirs.count;
+  }
+  return u;
+}
+
+}  // namespace rr

@@ -1,0 +1,44 @@
+// Halving-doubling (Rabenseifner): the all-reduce for mid-size buckets at n > 2, as units of
+// the ring schedule's kind (ring_schedule.h) that the same passes run, over recursive
+// doubling's partners and links (rd_schedule.h: the same pairs, the same fold).
+//
+//   p, rem, new ranks q as in recursive doubling; L = log2 p
+//
+//   fold-in  (rem > 0)     rank 2i sends its bucket to 2i+1, which reduces (2i first)
+//   reduce-scatter j=0..L-1  q and q XOR 2^j hold the same range R(q, j); each keeps a half,
+//                          R(q, j+1), sends the other, and reduces what it receives into its
+//                          own half (the lower group's partial result first)
+//   all-gather j=L-1..0    q sends everything it holds, R(q, j+1), to q XOR 2^j and takes
+//                          the partner's half straight into the result: both hold R(q, j)
+//   fold-out (rem > 0)     rank 2i+1 sends the result back to 2i
+//
+//   R(q, m): the bucket halved m times, at each halving b = 0..m-1 taking the lower half
+//   (the larger one, ceil) if bit b of q is 0, else the upper: a contiguous range.
+//
+// Each element is reduced on one rank only (the one whose final range holds it), as the
+// same tree over the ranks in order as recursive doubling's, then copied everywhere:
+// bitwise identical on every rank. Cost: 2 log2 p exchanges (+2 hops when n is not a power
+// of two), sending 2(p-1)/p of the bucket per rank like the ring (the folded pair once more)
+// against recursive doubling's log2 p whole buckets: a mid-size bucket's algorithm.
+//
+// Units: the steps in the order above, step t cut into segs(t) units, the same number on
+// every rank: a reduce-scatter or all-gather step at halving j into ceil(ceil(count / 2^(j+1))
+// / segElems) (its largest half in segments), each half into that many nearly equal parts
+// (partBegin), part s of the unit s; a fold into the whole bucket's segments. Unit s of a
+// step sends part s of what the partner keeps and receives part s of what this rank keeps,
+// so both ends of a link walk the same frames. A part may be empty (a tiny bucket): the unit
+// then sends or receives nothing. A step's sends wait for the whole step before it.
+#pragma once
+
+#include <cstddef>
+
+#include "engine/ring_schedule.h"
+
+namespace rr {
+
+// Whether halving-doubling runs for `size` ranks (n > 2; at n = 2 it is the ring).
+bool hdSupports(int size);
+size_t hdNumUnits(const ScheduleParams& params);
+Unit hdUnit(const ScheduleParams& params, size_t k);
+
+}  // namespace rr
