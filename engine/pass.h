@@ -111,6 +111,12 @@ class Pass {
     if (headerRestBytes_ > 0) p.link->postSend(header_ + headerBytes_, headerRestBytes_, FrameType::kOpHeader);
     p.headerSent = p.link->sendsPosted();
   }
+  // Before this rank waits for unit `u`'s data from a partner, that partner has this rank's
+  // header (it may be waiting for a fusion decision: the fold's receiving rank takes data
+  // before it sends any).
+  void postHeaderBeforeWaiting(const Unit& u) const {
+    if (u.peer >= 0 && u.recvInto != Buffer::kNone) postPartnerHeader(partner(u.peer));
+  }
   // Work the pass waits for that no fd announces (device work): the engine polls instead
   // of sleeping while this is true.
   virtual bool devicePending(const PassCounters&) { return false; }

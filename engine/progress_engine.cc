@@ -125,7 +125,7 @@ std::optional<GroupHeader> ProgressEngine::leftHeaderIfArrived() {
     leftInbox_.arm();
     if (!leftInbox_.arrived()) return std::nullopt;
     const GroupHeader h = leftInbox_.take();
-    if (!(h.proposal && h.firstSeq <= doneSeq_)) return h;
+    if (!staleProposal(h)) return h;
   }
 }
 
@@ -186,8 +186,7 @@ void ProgressEngine::pollIdle() {
   // A proposal that a rank running alone left on the ring link: dropped, so that what
   // comes behind it (an abort frame) is read.
   if (leftInbox_.posted && leftInbox_.arrived()) {
-    const GroupHeader h = leftInbox_.peek();
-    if (h.proposal && h.firstSeq <= doneSeq_) {
+    if (staleProposal(leftInbox_.peek())) {
       leftInbox_.take();
       leftInbox_.arm();
     }
@@ -280,10 +279,7 @@ PassTimes ProgressEngine::run(const RingSchedule& s, const GroupHeader& h, const
       // A partner this rank is about to wait for has its header first (it may be waiting
       // for a decision: the fold's receiving rank takes data before it sends any), and one
       // this pass sends nothing (a count of 0) still gets it.
-      if (c.recvDone < n)
-        if (const Unit u = s.unit(c.recvDone); u.peer >= 0 && u.recvInto != Buffer::kNone)
-          for (PartnerLink& p : partnerLinks)
-            if (p.rank == u.peer) pass->postPartnerHeader(p);
+      if (c.recvDone < n) pass->postHeaderBeforeWaiting(s.unit(c.recvDone));
       if (c.sendPosted == n)
         for (PartnerLink& p : partnerLinks) pass->postPartnerHeader(p);
     } else if (!partners_.empty()) {

@@ -161,6 +161,9 @@ class ProgressEngine {
   // proposals of collectives this rank has completed dropped (one met a rank that ran that
   // collective alone by recursive doubling, which reads nothing from its ring link).
   std::optional<GroupHeader> leftHeaderIfArrived();
+  // A proposal of a collective this rank has completed: it met a rank that ran that
+  // collective alone by recursive doubling, so it cannot be live (dropped where read).
+  bool staleProposal(const GroupHeader& h) const { return h.proposal && h.firstSeq <= doneSeq_; }
   int leftRank() const { return (rank_ - 1 + size_) % size_; }
   // Throws RR_ERR_MISMATCH naming both ranks and the first collective they disagree on.
   void checkLeftHeader(const GroupHeader& left, const GroupHeader& mine) const {
