@@ -15,10 +15,10 @@
 //                                         header (receiveDecision)
 //
 // A pass of recursive doubling (or halving-doubling) at n > 2 sends no header round the
-// ring, only to its partners: so every rank waiting for a decision also takes a partner's pass header as
-// one (ProgressEngine::receiveHeader), and a proposal that met a rank running alone by
-// recursive doubling is dropped by that rank later, as a proposal of a collective it has
-// completed (progress_engine.h).
+// ring, only to its partners: so every rank waiting for a decision also takes a partner's
+// pass header as one (ProgressEngine::receiveHeader), and a proposal that met a rank
+// running alone by recursive doubling is dropped by that rank later, as a proposal of a
+// collective it has completed (progress_engine.h).
 #pragma once
 
 #include <cstddef>

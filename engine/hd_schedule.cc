@@ -91,12 +91,12 @@ Unit hdUnit(const ScheduleParams& p, size_t k) {
   // A step's sends wait for every receive of the step before (the range it sends was
   // reduced or gathered there); the first exchange's only after a fold-in.
   const int64_t stepBefore = static_cast<int64_t>(st.first) - 1;
+  if (st.phase == Phase::kFoldIn || st.phase == Phase::kFoldOut)
+    return rdFoldUnit(p, st.phase == Phase::kFoldIn, seg, stepBefore);
   const RdShape s = rdShape(p.size);
   const int r = p.rank;
   const bool folded = r < 2 * s.rem;
   Unit u;
-  if (st.phase == Phase::kFoldIn || st.phase == Phase::kFoldOut)
-    return rdFoldUnit(p, st.phase == Phase::kFoldIn, seg, stepBefore);
   const int q = s.newRank(r);
   if (q < 0) return u;  // 2i waits for the fold-out
   const int partnerQ = q ^ (1 << st.j);

@@ -12,8 +12,9 @@
 //   a receive k is posted while k < recvDone + kInSlots     (its staging slot is free)
 //
 // A unit's link is the right neighbour's for its send and the left's for its receive, or,
-// for recursive doubling and halving-doubling at n > 2, its partner's link both ways (Unit::peer); units are
-// posted and completed in unit order whatever their links (each link keeps its own order).
+// for recursive doubling and halving-doubling at n > 2, its partner's link both ways
+// (Unit::peer); units are posted and completed in unit order whatever their links (each
+// link keeps its own order).
 // A partner's data is received only once its op header of this pass has been checked.
 #pragma once
 

@@ -39,18 +39,13 @@ RingSchedule::RingSchedule(const ScheduleParams& params) : params_(params) {
     numUnits_ = n > 1 ? (params_.count + params_.segElems - 1) / params_.segElems : 0;
     return;
   }
-  if (params_.algo == Algorithm::kRd) {
-    if (params_.kind != Collective::kAllReduce || !rdSupports(n))
-      fail(RR_ERR_INTERNAL, "recursive doubling planned for a {} of {} ranks", collectiveName(params_.kind), n);
+  if (params_.algo != Algorithm::kRing) {  // recursive doubling or halving-doubling: their own units
+    const bool rd = params_.algo == Algorithm::kRd;
+    if (params_.kind != Collective::kAllReduce || !(rd ? rdSupports(n) : hdSupports(n)))
+      fail(RR_ERR_INTERNAL, "{} planned for a {} of {} ranks", rd ? "recursive doubling" : "halving-doubling",
+           collectiveName(params_.kind), n);
     steps_ = 1;
-    numUnits_ = rdNumUnits(params_);
-    return;
-  }
-  if (params_.algo == Algorithm::kHd) {
-    if (params_.kind != Collective::kAllReduce || !hdSupports(n))
-      fail(RR_ERR_INTERNAL, "halving-doubling planned for a {} of {} ranks", collectiveName(params_.kind), n);
-    steps_ = 1;
-    numUnits_ = hdNumUnits(params_);
+    numUnits_ = rd ? rdNumUnits(params_) : hdNumUnits(params_);
     return;
   }
   steps_ = params_.kind == Collective::kAllReduce ? 2 * (n - 1) : n - 1;
