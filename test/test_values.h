@@ -4,8 +4,16 @@
 // exact too; products are left out by the callers. A float average scales each rank's input
 // by 1/n before it adds it (kernels/reduce.h), which is exact only when n is a power of
 // two: callers compare with rr::sameResult, which allows that rounding and nothing else.
+//
+// Element i depends on i mod 49 (and the rank and seed): a period coprime to every segment,
+// slot and stripe size (powers of two), so an element moved by any of them lands on a
+// different value; and the inputs and the expected result are computed for one period and
+// copied over the rest (the scalar reference over whole buckets of up to 4 MiB was most of
+// the soak's time). Until 2026-12-03 the formula had i * 7 modulo 7: every element of a
+// rank's input was the same value, so a misplaced element could not be seen.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <vector>
@@ -16,10 +24,22 @@
 
 namespace rr::test {
 
+constexpr size_t kSmallPeriod = 49;
+
+// Repeats the first `period` elements (es bytes each) of p over all `count`.
+inline void tile(uint8_t* p, size_t count, size_t period, size_t es) {
+  for (size_t done = period; done < count;) {
+    const size_t n = std::min(done, count - done);
+    std::memcpy(p + done * es, p, n * es);
+    done += n;
+  }
+}
+
 inline void fillSmall(uint8_t* p, size_t count, rr_dtype_t dtype, int rank, uint64_t seed) {
   const size_t es = dtypeSize(dtype);
-  for (size_t i = 0; i < count; ++i) {
-    const int v = static_cast<int>((seed * 31 + i * 7 + static_cast<size_t>(rank) * 13) % 7) - 2;
+  const size_t period = std::min(count, kSmallPeriod);
+  for (size_t i = 0; i < period; ++i) {
+    const int v = static_cast<int>((seed * 31 + (i % 7) * 3 + (i / 7) * 5 + static_cast<size_t>(rank) * 13) % 7) - 2;
     switch (dtype) {
       case RR_FLOAT32: { float f = static_cast<float>(v); std::memcpy(p + i * 4, &f, 4); break; }
       case RR_FLOAT64: { double d = v; std::memcpy(p + i * 8, &d, 8); break; }
@@ -28,19 +48,22 @@ inline void fillSmall(uint8_t* p, size_t count, rr_dtype_t dtype, int rank, uint
       default: { int64_t x = v; std::memcpy(p + i * es, &x, es); }  // little-endian truncation
     }
   }
+  tile(p, count, period, es);
 }
 
 // The reduction over `ranks` ranks of fillSmall(total elements), as the engine must give it.
 inline std::vector<uint8_t> reducedSmall(size_t total, rr_dtype_t dtype, rr_op_t op, int ranks,
                                          uint64_t seed) {
   const size_t es = dtypeSize(dtype);
-  std::vector<uint8_t> acc(total * es + 1), other(total * es + 1);
-  fillSmall(acc.data(), total, dtype, 0, seed);
+  const size_t period = std::min(total, kSmallPeriod);
+  std::vector<uint8_t> acc(total * es + 1), other(period * es + 1);
+  fillSmall(acc.data(), period, dtype, 0, seed);
   for (int r = 1; r < ranks; ++r) {
-    fillSmall(other.data(), total, dtype, r, seed);
-    reduceReference(acc.data(), acc.data(), other.data(), total, dtype, op);
+    fillSmall(other.data(), period, dtype, r, seed);
+    reduceReference(acc.data(), acc.data(), other.data(), period, dtype, op);
   }
-  if (op == RR_AVG) finalizeAvg(acc.data(), total, dtype, ranks);
+  if (op == RR_AVG) finalizeAvg(acc.data(), period, dtype, ranks);
+  tile(acc.data(), total, period, es);
   return acc;
 }
 
