@@ -9,9 +9,9 @@
 #           and shared memory)
 #   asan    AddressSanitizer + UndefinedBehaviorSanitizer build (-fno-sanitize-recover=all;
 #           with UCX, whose tests run here too; the tsan build is -Ducx=disabled):
-#           unit, integration, faults in quick mode, and the 10,000-collective soak (without
-#           the 'variant' runs: a test family again with a setting forced, e.g. RR_ALGO;
-#           a sample of those runs here and under TSan)
+#           unit, integration, faults in quick mode, the 'variant' runs (a test family
+#           again with a setting forced, e.g. RR_ALGO; TSan runs a sample of them), and the
+#           10,000-collective soak
 #   tsan    ThreadSanitizer build: unit, integration, faults in quick mode (the collectives'
 #           largest count 20011), without the "heavy" run (collectives n=5: minutes here),
 #           the 128-rank job, the 36-run SIGSTOP repeat and the 'variant' runs
@@ -116,7 +116,7 @@ case "$what" in
             -Dcpp_args=-fno-sanitize-recover=all -Dc_args=-fno-sanitize-recover=all || continue
           export RR_TEST_QUICK=1 RR_TEST_TIME_SCALE=3
           suite "$prefix-asan" "ASan+UBSan suite (quick) and soak" --timeout-multiplier 3 \
-            --suite unit --suite integration --suite faults --suite soak --no-suite repeat --no-suite scale --no-suite variant
+            --suite unit --suite integration --suite faults --suite soak --no-suite repeat --no-suite scale
           unset RR_TEST_QUICK RR_TEST_TIME_SCALE
           ;;
         tsan)
