@@ -5,9 +5,10 @@
 // by 1/n before it adds it (kernels/reduce.h), which is exact only when n is a power of
 // two: callers compare with rr::sameResult, which allows that rounding and nothing else.
 //
-// Element i depends on i mod 49 (and the rank and seed): a period coprime to every segment,
-// slot and stripe size (powers of two), so an element moved by any of them lands on a
-// different value; and the inputs and the expected result are computed for one period and
+// Element i depends on i mod 49 (and the rank and seed), and 49 is the pattern's exact
+// period (3a + 5b mod 7 over a = i mod 7, b = i / 7 mod 7): no shift by a segment, slot or
+// stripe size (powers of two) maps it onto itself, so a block written at a wrong offset
+// differs somewhere. The inputs and the expected result are computed for one period and
 // copied over the rest (the scalar reference over whole buckets of up to 4 MiB was most of
 // the soak's time). Until 2026-12-03 the formula had i * 7 modulo 7: every element of a
 // rank's input was the same value, so a misplaced element could not be seen.
