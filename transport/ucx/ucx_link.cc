@@ -3,6 +3,9 @@
 
 #include <poll.h>
 #include <sys/epoll.h>
+#include <sys/uio.h>
+
+#include <cerrno>
 
 #include <algorithm>
 #include <chrono>
@@ -27,6 +30,15 @@ constexpr uint64_t kAbortBit = uint64_t{1} << 31;
 constexpr uint64_t kControlAbort = 0;
 constexpr uint64_t kControlFarewell = 1;
 constexpr uint64_t kControlFarewellAnswer = 2;
+constexpr uint64_t kControlPulled = 3;   // one announced frame was read
+constexpr uint64_t kControlNoPulls = 4;  // this rank failed: it reads nothing more
+// A data frame announced by a descriptor, on the data plane: the type field's value 4 (the
+// frame types are 1-3). The descriptor: magic, 0, address, length, number (little-endian).
+constexpr uint32_t kPullType = 4;
+constexpr uint32_t kPullMagic = 0x52525031;  // "RRP1"
+constexpr size_t kPullDescBytes = 32;
+// How long a failed link waits for a live peer to read, or refuse, what it announced.
+constexpr int kPullQuiesceMs = 500;
 // How long a destroy waits for a live peer to take in what this rank sent.
 constexpr int kFarewellMs = 2000;
 
@@ -107,6 +119,7 @@ UcxWorker::UcxWorker() {
     ucp_cleanup(context_);
     init(sharedOnly && std::getenv("UCX_RNDV_THRESH") == nullptr, tcp);
   }
+  pullCapable_ = sharedOnly && listHas(transports_, "cma") && std::getenv("UCX_RNDV_THRESH") == nullptr;
 }
 
 void UcxWorker::init(bool eagerOnly, bool tcp) {
@@ -202,14 +215,16 @@ void UcxLink::Sentinel::onEvent(uint32_t events) {
 
 UcxLink::UcxLink(std::shared_ptr<UcxWorker> worker, const std::string& peerAddress,
                  uint32_t sendKey, uint32_t recvKey, Fd sentinel, EventSet& events, int peerRank,
-                 std::string name)
+                 std::string name, int peerPid, bool pullSends)
     : worker_(std::move(worker)),
       sendKey_(sendKey),
       recvKey_(recvKey),
       peerRank_(peerRank),
       name_(std::move(name)),
       events_(events),
-      abortBuf_(new uint8_t[16 + kMaxAbortText]) {
+      abortBuf_(new uint8_t[16 + kMaxAbortText]),
+      peerPid_(peerPid),
+      pull_(pullSends) {
   worker_->addLink(this);
   sentinel_.fd = std::move(sentinel);
   events_.add(sentinel_.fd.get(), EPOLLRDHUP | EPOLLET, &sentinel_);
@@ -272,7 +287,25 @@ void UcxLink::postSend(const void* data, size_t len, FrameType type) {
   Op& op = send_.ops[send_.posted % kMaxQueued];
   op = Op{nullptr, len, type, false};
   ucp_request_param_t param{};
-  ucs_status_ptr_t r = ucp_tag_send_nbx(ep_, data, len, tag(sendKey_, false, type, send_.posted), &param);
+  ucs_status_ptr_t r;
+  if (pull_ && type == FrameType::kData && len >= kPullMinBytes) {
+    op.pull = true;
+    op.pullIndex = pullsSent_++;
+    uint8_t* d = op.desc.data();
+    wire::put32(d, kPullMagic);
+    wire::put32(d + 4, 0);
+    wire::put64(d + 8, reinterpret_cast<uintptr_t>(data));
+    wire::put64(d + 16, len);
+    wire::put64(d + 24, op.pullIndex);
+    r = ucp_tag_send_nbx(ep_, d, kPullDescBytes, tag(sendKey_, false, static_cast<FrameType>(kPullType), send_.posted), &param);
+    if (UCS_PTR_IS_ERR(r))
+      op.failed = UCS_PTR_STATUS(r);
+    else
+      op.request = r;  // complete once the request is (if any) and the peer said "pulled"
+    ++send_.posted;
+    return;
+  }
+  r = ucp_tag_send_nbx(ep_, data, len, tag(sendKey_, false, type, send_.posted), &param);
   // A send refused at once (the peer is gone) fails in progress(), as every other loss
   // does, so that the engine can look for the abort frame that explains it.
   if (UCS_PTR_IS_ERR(r))
@@ -289,6 +322,7 @@ void UcxLink::postRecv(void* data, size_t len, FrameType type) {
     fail(RR_ERR_INTERNAL, "more than {} receives queued from {}", kMaxQueued, name_);
   Op& op = recv_.ops[recv_.posted % kMaxQueued];
   op = Op{nullptr, len, type, false};
+  op.data = data;
   ucp_request_param_t param{};
   param.op_attr_mask = UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
   const uint64_t mask = ~kTypeMask;  // key, plane and number must match; the type is checked
@@ -333,6 +367,10 @@ void UcxLink::pollControl() noexcept {
       sendControl(kControlFarewellAnswer);
     } else if (what == kControlFarewellAnswer) {
       farewellAnswered_ = true;
+    } else if (what == kControlPulled) {
+      ++pullsAcked_;
+    } else if (what == kControlNoPulls) {
+      pullsRefused_ = true;
     } else if (what == kControlAbort && info.length >= 16 && !abortFrame_) {  // the first one counts
       const uint8_t* p = abortBuf_.get();
       const int origin = static_cast<int32_t>(wire::get32(p));
@@ -399,20 +437,27 @@ void UcxLink::farewell() noexcept {
 // Retires finished requests in posting order; true if any did.
 bool UcxLink::collect(Direction& dir, bool isSend) {
   bool any = false;
+  bool pulled = false;
   while (dir.done < dir.posted) {
     Op& op = dir.ops[dir.done % kMaxQueued];
     if (!op.complete) {
       if (op.failed != UCS_OK)
         peerLost(fmt::format("sending {} bytes to {} failed: {}", op.len, name_, ucs_status_string(op.failed)));
       if (isSend) {
-        const ucs_status_t st = ucp_request_check_status(op.request);
-        if (st == UCS_INPROGRESS) break;
-        ucp_request_free(op.request);
-        op.request = nullptr;
-        if (st != UCS_OK)
-          peerLost(fmt::format("sending {} bytes to {} failed: {}", op.len, name_, ucs_status_string(st)));
+        if (op.request != nullptr) {
+          const ucs_status_t st = ucp_request_check_status(op.request);
+          if (st == UCS_INPROGRESS) break;
+          ucp_request_free(op.request);
+          op.request = nullptr;
+          if (st != UCS_OK)
+            peerLost(fmt::format("sending {} bytes to {} failed: {}", op.len, name_, ucs_status_string(st)));
+        }
+        if (op.pull && pullsAcked_ <= op.pullIndex) break;  // announced, not yet read
       } else {
         ucp_tag_recv_info_t info{};
+        // One pull per call: the engine reduces and forwards what arrived before the next
+        // read (pulling every announced frame in a row held the pipeline up).
+        if (pulled) break;
         const ucs_status_t st = ucp_tag_recv_request_test(op.request, &info);
         if (st == UCS_INPROGRESS) break;
         ucp_request_free(op.request);
@@ -423,7 +468,11 @@ bool UcxLink::collect(Direction& dir, bool isSend) {
         if (st != UCS_OK)
           peerLost(fmt::format("receiving {} bytes from {} failed: {}", op.len, name_, ucs_status_string(st)));
         const uint32_t type = static_cast<uint32_t>((info.sender_tag & kTypeMask) >> kTypeShift);
-        if (type != static_cast<uint32_t>(op.type) || info.length != op.len)
+        if (type == kPullType && op.type == FrameType::kData && info.length == kPullDescBytes) {
+          pull(op);
+          pulled = true;
+        }
+        else if (type != static_cast<uint32_t>(op.type) || info.length != op.len)
           fail(RR_ERR_SYSTEM, "protocol error: expected a {} frame of {} bytes from {}, got a {} frame of {} bytes",
                frameName(static_cast<uint32_t>(op.type)), op.len, name_, frameName(type), info.length);
       }
@@ -449,6 +498,43 @@ bool UcxLink::progress() {
                          "destroyed) with {} sends and {} receives of this link unfinished",
                          name_, send_.posted - send_.done, recv_.posted - recv_.done));
   return moved;
+}
+
+void UcxLink::pull(Op& op) {
+  uint8_t d[kPullDescBytes];
+  std::memcpy(d, op.data, kPullDescBytes);  // the buffer it arrived in is about to be filled
+  const uint64_t addr = wire::get64(d + 8);
+  const uint64_t len = wire::get64(d + 16);
+  const uint64_t number = wire::get64(d + 24);
+  if (wire::get32(d) != kPullMagic || number != pullsRead_)
+    fail(RR_ERR_SYSTEM, "protocol error: {} sent a malformed frame descriptor (number {}, expected {})", name_,
+         number, pullsRead_);
+  if (len != op.len)
+    fail(RR_ERR_SYSTEM, "protocol error: expected a data frame of {} bytes from {}, got a data frame of {} bytes",
+         op.len, name_, len);
+  size_t got = 0;
+  while (got < len) {
+    iovec local{static_cast<uint8_t*>(op.data) + got, len - got};
+    iovec remote{reinterpret_cast<void*>(addr + got), len - got};
+    const ssize_t k = ::process_vm_readv(peerPid_, &local, 1, &remote, 1, 0);
+    if (k > 0) {
+      got += static_cast<size_t>(k);
+      continue;
+    }
+    const int err = k < 0 ? errno : EIO;
+    if (err == EINTR) continue;
+    if (err == EPERM)
+      fail(RR_ERR_SYSTEM,
+           "reading the {} bytes that {} (process {}) announced was refused by the kernel ({}): this process "
+           "may not read its memory (ptrace restrictions, or another user); leave cma out of UCX_TLS "
+           "(UCX_TLS=posix,sysv,self) to send through shared-memory queues instead",
+           len, name_, peerPid_, std::strerror(err));
+    peerLost(fmt::format("{} (process {}) is gone or let go of its memory: reading the {} bytes it announced "
+                         "failed after {}: {}",
+                         name_, peerPid_, len, got, std::strerror(err)));
+  }
+  ++pullsRead_;
+  sendControl(kControlPulled);
 }
 
 void UcxLink::peerLost(const std::string& what) {
@@ -500,6 +586,16 @@ void UcxLink::shutdown() noexcept { closeEndpoint(); }
 
 void UcxLink::quiesce() noexcept {
   ucp_worker_h w = worker_->worker();
+  // A peer may still read what this link announced: tell it this rank reads no more of
+  // its frames, and wait (bounded) until it has read or refused ours.
+  if (pull_) sendControl(kControlNoPulls);
+  const auto pullUntil = std::chrono::steady_clock::now() + std::chrono::milliseconds(kPullQuiesceMs);
+  while (pullsAcked_ < pullsSent_ && !pullsRefused_ && peerStatus_ == UCS_OK && !sentinelGone() &&
+         std::chrono::steady_clock::now() < pullUntil) {
+    if (ucp_worker_progress(w) == 0) std::this_thread::yield();
+    worker_->pollControls();
+  }
+  pullsAcked_ = pullsSent_;
   auto pending = [&] {
     int n = 0;
     for (Direction* dir : {&send_, &recv_})

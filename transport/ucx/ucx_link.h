@@ -23,8 +23,25 @@
 // open for the link's life) then tells that a peer is gone: a process that dies closes
 // it. UCX's own keepalive is off unless UCX_KEEPALIVE_INTERVAL is set (it failed healthy
 // tcp endpoints here). At destroy, farewell() waits (bounded) until the peer has taken in
-// what this link sent: UCX's send completion does not say so. A loss is reported while the link has work outstanding (as TcpLink reports a closed
-// connection), not while the communicator is idle. Queues are fixed rings of kMaxQueued requests per direction, as TcpLink's.
+// what this link sent: UCX's send completion does not say so. A loss is reported while the
+// link has work outstanding (as TcpLink reports a closed connection), not while the
+// communicator is idle. Queues are fixed rings of kMaxQueued requests per direction, as
+// TcpLink's.
+//
+// Single copy over shared memory without UCX's rendezvous (the pull): eager messages cost
+// two copies per byte (into a shared queue, out of it), UCX's rendezvous one (cma: the
+// receiver reads the sender's memory with process_vm_readv), but UCX 1.13 aborts the
+// process when that read finds the peer gone. So on a shared-memory-only worker where the
+// kernel lets ranks read each other (UCX lists cma) and both ends are in one pid namespace
+// (said in the address exchange), a data frame of kPullMinBytes or more travels as a
+// descriptor (its address and length) and the receiver reads it itself: a peer that is
+// gone is RR_ERR_PEER_LOST naming the rank, a read the kernel refuses is an error that
+// says how to go without. The send completes when the receiver says it has read the bytes
+// (control message "pulled"); after a failure, quiesce() waits (bounded) until every
+// announced frame was read or the peer said it will read no more ("no more pulls"), so a
+// buffer never goes back to its owner while a peer may still read it. The peer's pid comes
+// from the authenticated address exchange: a rank that holds the job's secret is trusted
+// as far as that (as it is with the data it sends).
 #pragma once
 
 #include <ucp/api/ucp.h>
@@ -58,6 +75,10 @@ class UcxWorker final : public EventTarget, public SleepGuard {
   bool peerFailureHandling() const { return peerHandling_; }
   // The transports UCX may use ("self, sysv, posix, cma"), from its resources.
   const std::string& transports() const { return transports_; }
+  // Whether this rank can read a peer's memory for a pull: shared memory only, cma listed
+  // (UCX found that the kernel allows it), and UCX's own rendezvous not asked for
+  // (UCX_RNDV_THRESH unset).
+  bool pullCapable() const { return pullCapable_; }
   // Registers the event fd in `events` (once); the worker is armed before each sleep.
   void attach(EventSet& events);
   // Drives UCP until it has nothing more to do now; true if anything happened (then every
@@ -67,7 +88,9 @@ class UcxWorker final : public EventTarget, public SleepGuard {
   void pollControls() noexcept;
   void onEvent(uint32_t) override {}
   // Shared memory signals arrivals on the event fd but not room freed in a peer's queue:
-  // with sends waiting for room, the thread yields instead of sleeping.
+  // with sends outstanding, the thread yields instead of sleeping. A pulled send waits for
+  // the peer's "pulled", which does wake the worker, but sleeping there cost the pull its
+  // gain (the peer's read takes ~0.2 ms per MiB; a wake-up tens of us): it yields too.
   bool readyToSleep() override;
   void addLink(UcxLink* link) { links_.push_back(link); }
   void removeLink(const UcxLink* link);
@@ -79,6 +102,7 @@ class UcxWorker final : public EventTarget, public SleepGuard {
   ucp_worker_h worker_ = nullptr;
   EventSet* events_ = nullptr;
   bool peerHandling_ = true;
+  bool pullCapable_ = false;
   std::string transports_;
   std::vector<UcxLink*> links_;
 };
@@ -87,11 +111,18 @@ class UcxLink final : public Link {
  public:
   static constexpr size_t kMaxQueued = 64;
   static constexpr size_t kMaxAbortText = 4096;
+  // Data frames from this size are pulled (one copy, a system call and an answer) rather
+  // than sent eagerly (two copies through UCX's queues); from 64 KiB the answer's round trip
+  // per segment cost more than the copy saved (bench/RESULTS.md).
+  static constexpr size_t kPullMinBytes = size_t{256} << 10;
 
   // sendKey: the key the peer chose for what this rank sends it; recvKey: this rank's.
   // `sentinel` is the authenticated connection to the peer, registered in `events`.
+  // `peerPid`: the peer's process id (address exchange), which a pull reads from;
+  // `pullSends`: large data frames to the peer travel as descriptors (both ends agreed).
   UcxLink(std::shared_ptr<UcxWorker> worker, const std::string& peerAddress, uint32_t sendKey,
-          uint32_t recvKey, Fd sentinel, EventSet& events, int peerRank, std::string name);
+          uint32_t recvKey, Fd sentinel, EventSet& events, int peerRank, std::string name,
+          int peerPid = 0, bool pullSends = false);
   ~UcxLink() override;
 
   void postSend(const void* data, size_t len, FrameType type) override;
@@ -110,6 +141,7 @@ class UcxLink final : public Link {
   // The lanes UCX chose for this endpoint (ucp_ep_print_info), one line.
   std::string lanes() const;
   bool peerFailureHandling() const { return peerMode_; }
+  bool pullSends() const { return pull_; }
   // Takes in what arrived on the control plane: answers a peer's farewell, notes the answer
   // to this rank's, keeps an abort frame for progress() to report. Called by every
   // progress of the worker, so that a rank answers while it waits on another link.
@@ -122,6 +154,10 @@ class UcxLink final : public Link {
     FrameType type = FrameType::kData;
     bool complete = false;
     ucs_status_t failed = UCS_OK;  // a send UCX refused at once: reported by progress()
+    void* data = nullptr;          // the receive's buffer (a pull reads into it)
+    bool pull = false;             // a send announced by a descriptor, done when pulled
+    uint64_t pullIndex = 0;        // its number among this link's pulled sends
+    std::array<uint8_t, 32> desc{};
   };
   struct Sentinel final : EventTarget {
     void onEvent(uint32_t events) override;
@@ -142,6 +178,8 @@ class UcxLink final : public Link {
   // Whether the peer closed the sentinel, waiting up to `waitMs` for it.
   bool sentinelGone(int waitMs = 0) noexcept;
   bool collect(Direction& dir, bool isSend);
+  // Reads the frame a descriptor in `op.data` announces into `op.data`, then says so.
+  void pull(Op& op);
   [[noreturn]] void peerLost(const std::string& what);
   void closeEndpoint() noexcept;
 
@@ -162,6 +200,12 @@ class UcxLink final : public Link {
   std::optional<Error> abortFrame_;     // arrived, not yet reported
   std::vector<void*> controlRequests_;  // farewells and their answers still going out
   bool farewellAnswered_ = false;
+  int peerPid_ = 0;
+  bool pull_ = false;          // large data frames go as descriptors
+  uint64_t pullsSent_ = 0;     // descriptors sent
+  uint64_t pullsAcked_ = 0;    // "pulled" answers received
+  uint64_t pullsRead_ = 0;     // descriptors of the peer's this link has read
+  bool pullsRefused_ = false;  // the peer said it will read no more (it failed)
 };
 
 }  // namespace rr

@@ -3,6 +3,8 @@
 
 #include <spdlog/spdlog.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -26,16 +28,32 @@ constexpr size_t kMaxAddress = 64 * 1024;  // a UCP worker address (a few hundre
 struct PeerInfo {
   std::string address;  // the peer's UCP worker address
   uint32_t key = 0;     // what this rank must put in the tags it sends the peer
+  uint32_t pid = 0;     // the peer's process, for pulls (ucx_link.h)
+  bool canPull = false; // the peer can read this rank's memory (UcxWorker::pullCapable)
+  uint64_t pidNamespace = 0;
 };
 
-// Each side of an authenticated connection sends its worker address and the key the other
-// side must use; small enough that both may send before either reads.
-void sendInfo(int fd, const std::string& address, uint32_t key, Deadline deadline, const std::string& who) {
-  std::string m(4 + address.size() + 4, '\0');
+// The inode of this process's pid namespace (0 if unknown): a pid means the same process
+// to two ranks only within one namespace.
+uint64_t pidNamespace() {
+  struct stat st{};
+  return ::stat("/proc/self/ns/pid", &st) == 0 ? static_cast<uint64_t>(st.st_ino) : 0;
+}
+
+// Each side of an authenticated connection sends its worker address, the key the other
+// side must use, its pid, whether it can pull, and its pid namespace; small enough that
+// both may send before either reads.
+void sendInfo(int fd, const std::string& address, uint32_t key, bool canPull, Deadline deadline,
+              const std::string& who) {
+  std::string m(4 + address.size() + 4 + 16, '\0');
   auto* p = reinterpret_cast<uint8_t*>(m.data());
   wire::put32(p, static_cast<uint32_t>(address.size()));
   std::memcpy(p + 4, address.data(), address.size());
-  wire::put32(p + 4 + address.size(), key);
+  p += 4 + address.size();
+  wire::put32(p, key);
+  wire::put32(p + 4, static_cast<uint32_t>(::getpid()));
+  wire::put32(p + 8, canPull ? 1 : 0);
+  wire::put64(p + 12, pidNamespace());
   sendAll(fd, m.data(), m.size(), deadline, who);
 }
 
@@ -48,9 +66,12 @@ PeerInfo recvInfo(int fd, Deadline deadline, const std::string& who) {
   PeerInfo info;
   info.address.resize(len);
   recvAll(fd, info.address.data(), len, deadline, who);
-  uint8_t key[4];
-  recvAll(fd, key, 4, deadline, who);
-  info.key = wire::get32(key);
+  uint8_t tail[20];
+  recvAll(fd, tail, sizeof tail, deadline, who);
+  info.key = wire::get32(tail);
+  info.pid = wire::get32(tail + 4);
+  info.canPull = wire::get32(tail + 8) == 1;
+  info.pidNamespace = wire::get64(tail + 12);
   return info;
 }
 
@@ -171,13 +192,17 @@ RingLinks UcxTransport::connectRing(const RingPeers& peers, EventSet& events, De
   pending.push_back({right, std::move(rightFd), rightName, randomKey()});
   for (auto& [partner, fd] : partnerFds) pending.push_back({partner, std::move(fd), partnerName(partner), randomKey()});
   const std::string self = worker_->address();
-  for (const Pending& p : pending) sendInfo(p.fd.get(), self, p.key, deadline, p.name);
+  for (const Pending& p : pending) sendInfo(p.fd.get(), self, p.key, worker_->pullCapable(), deadline, p.name);
   worker_->attach(events);
   std::vector<std::unique_ptr<UcxLink>> made;
+  const uint64_t ownNamespace = pidNamespace();
   for (Pending& p : pending) {
     const PeerInfo info = recvInfo(p.fd.get(), deadline, p.name);
+    // Pulls both ways or neither: each end decides from the same three facts.
+    const bool pull = worker_->pullCapable() && info.canPull && ownNamespace != 0 &&
+                      info.pidNamespace == ownNamespace;
     made.push_back(std::make_unique<UcxLink>(worker_, info.address, info.key, p.key, std::move(p.fd), events,
-                                             p.rank, p.name));
+                                             p.rank, p.name, static_cast<int>(info.pid), pull));
   }
 
   // One message each way on each link: UCX connects lazily, and a path it cannot make must
@@ -206,11 +231,14 @@ RingLinks UcxTransport::connectRing(const RingPeers& peers, EventSet& events, De
   bool handling = true;
   for (auto& link : made) handling = handling && link->peerFailureHandling();
   log_.info("ring connected over ucx: left rank {} over {}; right rank {} over {}; {} recursive doubling "
-            "partner{}{}", left, made[0]->lanes(), right, made[1]->lanes(), made.size() - 2,
+            "partner{}{}{}", left, made[0]->lanes(), right, made[1]->lanes(), made.size() - 2,
             made.size() == 3 ? "" : "s",
             handling ? ""
                      : " (without UCX peer failure handling on these lanes: a lost peer is seen by "
-                       "its closed address connection)");
+                       "its closed address connection)",
+            made[0]->pullSends() ? fmt::format("; data frames of {} KiB and more are read from the sender's "
+                                               "memory (one copy)", UcxLink::kPullMinBytes >> 10)
+                                 : std::string());
   RingLinks links;
   links.left = std::move(made[0]);
   links.right = std::move(made[1]);
@@ -220,10 +248,14 @@ RingLinks UcxTransport::connectRing(const RingPeers& peers, EventSet& events, De
 
 std::string UcxTransport::describeResources() {
   UcxWorker probe;
-  return fmt::format("transports {}{}", probe.transports(),
-                     probe.peerFailureHandling() ? "" : " (shared memory only: eager messages, no peer "
-                                                        "failure handling; a lost peer is seen by its "
-                                                        "closed address connection)");
+  if (probe.peerFailureHandling()) return fmt::format("transports {}", probe.transports());
+  return fmt::format("transports {} (shared memory only: {}, no peer failure handling; a lost peer is seen by "
+                     "its closed address connection)",
+                     probe.transports(),
+                     probe.pullCapable()
+                         ? fmt::format("data frames of {} KiB and more read from the sender's memory, smaller "
+                                       "ones eager", UcxLink::kPullMinBytes >> 10)
+                         : std::string("eager messages"));
 }
 
 }  // namespace rr
