@@ -183,7 +183,10 @@ void UcxWorker::attach(EventSet& events) {
 bool UcxWorker::progress() {
   bool any = false;
   for (int i = 0; i < 64 && ucp_worker_progress(worker_) != 0; ++i) any = true;
-  if (any) pollControls();
+  if (any) {
+    pollControls();
+    noteActivity();
+  }
   return any;
 }
 
@@ -197,12 +200,14 @@ void UcxWorker::removeLink(const UcxLink* link) {
 
 bool UcxWorker::readyToSleep() {
   if (progress()) return false;
-  if (!peerHandling_)
+  if (!peerHandling_) {
+    const bool recent = std::chrono::steady_clock::now() - lastActivity_ < kPullYield;
     for (const UcxLink* l : links_)
-      if (l->sendsDone() < l->sendsPosted()) {
+      if (l->sendsDone() < l->sendsPosted() && (recent || !l->sendsOnlyAwaitPulls())) {
         std::this_thread::yield();
         return false;
       }
+  }
   const ucs_status_t st = ucp_worker_arm(worker_);
   if (st == UCS_ERR_BUSY) return false;  // events came in meanwhile: look again first
   check(st, "ucp_worker_arm");
@@ -286,6 +291,7 @@ void UcxLink::postSend(const void* data, size_t len, FrameType type) {
     fail(RR_ERR_INTERNAL, "more than {} sends queued to {}", kMaxQueued, name_);
   Op& op = send_.ops[send_.posted % kMaxQueued];
   op = Op{nullptr, len, type, false};
+  worker_->noteActivity();
   ucp_request_param_t param{};
   ucs_status_ptr_t r;
   if (pull_ && type == FrameType::kData && len >= kPullMinBytes) {
@@ -535,6 +541,16 @@ void UcxLink::pull(Op& op) {
   }
   ++pullsRead_;
   sendControl(kControlPulled);
+}
+
+bool UcxLink::sendsOnlyAwaitPulls() const {
+  for (uint64_t i = send_.done; i < send_.posted; ++i) {
+    const Op& op = send_.ops[i % kMaxQueued];
+    const bool awaiting = op.pull && !op.complete && op.failed == UCS_OK && pullsAcked_ <= op.pullIndex &&
+                          (op.request == nullptr || ucp_request_check_status(op.request) != UCS_INPROGRESS);
+    if (!awaiting) return false;
+  }
+  return true;
 }
 
 void UcxLink::peerLost(const std::string& what) {

@@ -47,6 +47,7 @@
 #include <ucp/api/ucp.h>
 
 #include <array>
+#include <chrono>
 #include <memory>
 #include <optional>
 #include <string>
@@ -90,9 +91,14 @@ class UcxWorker final : public EventTarget, public SleepGuard {
   // Shared memory signals arrivals on the event fd but not room freed in a peer's queue:
   // with sends outstanding, the thread yields instead of sleeping. A pulled send waits for
   // the peer's "pulled", which does wake the worker, but sleeping there cost the pull its
-  // gain (the peer's read takes ~0.2 ms per MiB; a wake-up tens of us): it yields too.
+  // gain (the peer's read takes ~0.2 ms per MiB; a wake-up tens of us): it yields too, for
+  // at most kPullYield after the last activity, then sleeps (a peer late in its own code
+  // must not cost this rank a core).
   bool readyToSleep() override;
   void addLink(UcxLink* link) { links_.push_back(link); }
+  // A link posted a send: the window for yielding on pulled sends starts again.
+  void noteActivity() { lastActivity_ = std::chrono::steady_clock::now(); }
+  static constexpr std::chrono::microseconds kPullYield{1000};
   void removeLink(const UcxLink* link);
 
  private:
@@ -103,6 +109,7 @@ class UcxWorker final : public EventTarget, public SleepGuard {
   EventSet* events_ = nullptr;
   bool peerHandling_ = true;
   bool pullCapable_ = false;
+  std::chrono::steady_clock::time_point lastActivity_{};
   std::string transports_;
   std::vector<UcxLink*> links_;
 };
@@ -142,6 +149,8 @@ class UcxLink final : public Link {
   std::string lanes() const;
   bool peerFailureHandling() const { return peerMode_; }
   bool pullSends() const { return pull_; }
+  // Every send still outstanding is a pulled one waiting for the peer to read it.
+  bool sendsOnlyAwaitPulls() const;
   // Takes in what arrived on the control plane: answers a peer's farewell, notes the answer
   // to this rank's, keeps an abort frame for progress() to report. Called by every
   // progress of the worker, so that a rank answers while it waits on another link.
