@@ -1,4 +1,4 @@
-// UcxWorker and UcxLink; see ucx_link.h.
+// UcxLink; see ucx_link.h (UcxWorker: ucx_worker.cc).
 #include "transport/ucx/ucx_link.h"
 
 #include <poll.h>
@@ -16,6 +16,7 @@
 #include <utility>
 
 #include "transport/error.h"
+#include "transport/ucx/ucx_print.h"
 #include "transport/wire.h"
 
 namespace rr {
@@ -42,10 +43,6 @@ constexpr int kPullQuiesceMs = 500;
 // How long a destroy waits for a live peer to take in what this rank sent.
 constexpr int kFarewellMs = 2000;
 
-void check(ucs_status_t status, const char* call) {
-  if (status != UCS_OK) fail(RR_ERR_SYSTEM, "UCX: {} failed: {}", call, ucs_status_string(status));
-}
-
 // Waits (progressing the worker) until a request from a teardown call completes, at most
 // `ms`; frees it. Teardown must not hang on a peer that is gone.
 void finishRequest(ucp_worker_h worker, void* request, int ms) noexcept {
@@ -58,161 +55,7 @@ void finishRequest(ucp_worker_h worker, void* request, int ms) noexcept {
   ucp_request_free(request);
 }
 
-// What one of UCX's print functions writes, as a string ("" if it cannot be captured).
-template <class Print>
-std::string printed(Print print) {
-  char* buf = nullptr;
-  size_t size = 0;
-  FILE* f = open_memstream(&buf, &size);
-  if (f == nullptr) return "";
-  print(f);
-  std::fclose(f);
-  std::string text(buf, size);
-  std::free(buf);
-  return text;
-}
-
-std::string contextInfo(ucp_context_h context) {
-  return printed([&](FILE* f) { ucp_context_print_info(context, f); });
-}
-
-// Whether a list of transports ("tcp, sysv, posix") names `tl`.
-bool listHas(const std::string& list, const std::string& tl) {
-  return (", " + list + ",").find(", " + tl + ",") != std::string::npos;
-}
-
-// The transports of the context's resources ("#  resource 2 : md 1 dev 2 flags -- tcp/lo").
-std::string transportsOf(const std::string& info) {
-  std::string out;
-  size_t pos = 0;
-  while ((pos = info.find("flags -- ", pos)) != std::string::npos) {
-    pos += 9;
-    const std::string tl = info.substr(pos, info.find_first_of("/\n", pos) - pos);
-    if (!listHas(out, tl)) out += (out.empty() ? "" : ", ") + tl;
-  }
-  return out;
-}
-
-bool sharedMemoryOnly(const std::string& transports) {
-  size_t start = 0;
-  while (start < transports.size()) {
-    size_t end = transports.find(", ", start);
-    if (end == std::string::npos) end = transports.size();
-    const std::string tl = transports.substr(start, end - start);
-    if (tl != "self" && tl != "sysv" && tl != "posix" && tl != "cma" && tl != "xpmem" && tl != "knem")
-      return false;
-    start = end + 2;
-  }
-  return true;
-}
-
 }  // namespace
-
-UcxWorker::UcxWorker() {
-  init(false, false);
-  transports_ = transportsOf(contextInfo(context_));
-  const bool sharedOnly = sharedMemoryOnly(transports_);
-  const bool tcp = listHas(transports_, "tcp");
-  if (sharedOnly || tcp) {  // started again, knowing what UCX will use
-    peerHandling_ = !sharedOnly;
-    ucp_worker_destroy(worker_);
-    ucp_cleanup(context_);
-    init(sharedOnly && std::getenv("UCX_RNDV_THRESH") == nullptr, tcp);
-  }
-  pullCapable_ = sharedOnly && listHas(transports_, "cma") && std::getenv("UCX_RNDV_THRESH") == nullptr;
-}
-
-void UcxWorker::init(bool eagerOnly, bool tcp) {
-  ucp_params_t params{};
-  params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_NAME;
-  params.features = UCP_FEATURE_TAG | UCP_FEATURE_WAKEUP;
-  params.name = "ringreduce";
-  ucp_config_t* config = nullptr;
-  check(ucp_config_read(nullptr, nullptr, &config), "ucp_config_read (check the UCX_* variables)");
-  if (eagerOnly) ucp_config_modify(config, "RNDV_THRESH", "inf");
-  // UCX's keepalive (1.13) failed healthy tcp endpoints here with "Endpoint timeout" in
-  // runs of 20 s; a peer that dies closes its sockets (seen at once), and one that hangs is
-  // RR_TIMEOUT_MS's, named. UCX_KEEPALIVE_INTERVAL turns it back on.
-  if (std::getenv("UCX_KEEPALIVE_INTERVAL") == nullptr) ucp_config_modify(config, "KEEPALIVE_INTERVAL", "inf");
-  // UCX's tcp moves a message in bcopy fragments of UCX_TCP_TX_SEG_SIZE (8 KiB) into
-  // receive buffers of UCX_TCP_RX_SEG_SIZE (64 KiB): a 1 MiB segment took 128 sends. With
-  // 256 KiB and 1 MiB, n = 2 on loopback (medians of 5 alternating runs): 4 MiB 1.52 -> 2.51
-  // GB/s busbw, 16 MiB 1.35 -> 2.01, 1 MiB the same within the noise (bench/RESULTS.md,
-  // "Transports"). The buffers are per worker, grown 8 at a time: about 10 MiB per rank.
-  // UCP passes a name it does not know to every transport that has it (only tcp's iface
-  // has these two), and warns when none has it: set only where UCX uses tcp.
-  if (tcp)
-    for (const auto& [name, value] : {std::pair{"TX_SEG_SIZE", "256K"}, std::pair{"RX_SEG_SIZE", "1M"}})
-      if (std::getenv(fmt::format("UCX_TCP_{}", name).c_str()) == nullptr) ucp_config_modify(config, name, value);
-  const ucs_status_t st = ucp_init(&params, config, &context_);
-  ucp_config_release(config);
-  check(st, "ucp_init (check UCX_TLS and UCX_NET_DEVICES)");
-  ucp_worker_params_t wp{};
-  wp.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
-  wp.thread_mode = UCS_THREAD_MODE_SERIALIZED;  // init's thread, then the progress thread
-  if (ucs_status_t s = ucp_worker_create(context_, &wp, &worker_); s != UCS_OK) {
-    ucp_cleanup(context_);
-    check(s, "ucp_worker_create");
-  }
-}
-
-UcxWorker::~UcxWorker() {
-  if (events_ != nullptr) events_->removeGuard(this);
-  ucp_worker_destroy(worker_);
-  ucp_cleanup(context_);
-}
-
-std::string UcxWorker::address() const {
-  ucp_address_t* addr = nullptr;
-  size_t len = 0;
-  check(ucp_worker_get_address(worker_, &addr, &len), "ucp_worker_get_address");
-  std::string out(reinterpret_cast<const char*>(addr), len);
-  ucp_worker_release_address(worker_, addr);
-  return out;
-}
-
-void UcxWorker::attach(EventSet& events) {
-  if (events_ != nullptr) return;
-  int fd = -1;
-  check(ucp_worker_get_efd(worker_, &fd), "ucp_worker_get_efd");
-  events.add(fd, EPOLLIN, this);
-  events.addGuard(this);
-  events_ = &events;
-}
-
-bool UcxWorker::progress() {
-  bool any = false;
-  for (int i = 0; i < 64 && ucp_worker_progress(worker_) != 0; ++i) any = true;
-  if (any) {
-    pollControls();
-    noteActivity();
-  }
-  return any;
-}
-
-void UcxWorker::pollControls() noexcept {
-  for (UcxLink* l : links_) l->pollControl();
-}
-
-void UcxWorker::removeLink(const UcxLink* link) {
-  links_.erase(std::remove(links_.begin(), links_.end(), link), links_.end());
-}
-
-bool UcxWorker::readyToSleep() {
-  if (progress()) return false;
-  if (!peerHandling_) {
-    const bool recent = std::chrono::steady_clock::now() - lastActivity_ < kPullYield;
-    for (const UcxLink* l : links_)
-      if (l->sendsDone() < l->sendsPosted() && (recent || !l->sendsOnlyAwaitPulls())) {
-        std::this_thread::yield();
-        return false;
-      }
-  }
-  const ucs_status_t st = ucp_worker_arm(worker_);
-  if (st == UCS_ERR_BUSY) return false;  // events came in meanwhile: look again first
-  check(st, "ucp_worker_arm");
-  return true;
-}
 
 void UcxLink::Sentinel::onEvent(uint32_t events) {
   if (events & (EPOLLRDHUP | EPOLLHUP | EPOLLERR)) closed = true;

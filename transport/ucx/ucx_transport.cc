@@ -43,7 +43,7 @@ uint64_t pidNamespace() {
 // Each side of an authenticated connection sends its worker address, the key the other
 // side must use, its pid, whether it can pull, and its pid namespace; small enough that
 // both may send before either reads.
-void sendInfo(int fd, const std::string& address, uint32_t key, bool canPull, Deadline deadline,
+void sendInfo(int fd, const std::string& address, uint32_t key, bool canPull, uint64_t pidNs, Deadline deadline,
               const std::string& who) {
   std::string m(4 + address.size() + 4 + 16, '\0');
   auto* p = reinterpret_cast<uint8_t*>(m.data());
@@ -53,7 +53,7 @@ void sendInfo(int fd, const std::string& address, uint32_t key, bool canPull, De
   wire::put32(p, key);
   wire::put32(p + 4, static_cast<uint32_t>(::getpid()));
   wire::put32(p + 8, canPull ? 1 : 0);
-  wire::put64(p + 12, pidNamespace());
+  wire::put64(p + 12, pidNs);
   sendAll(fd, m.data(), m.size(), deadline, who);
 }
 
@@ -192,10 +192,11 @@ RingLinks UcxTransport::connectRing(const RingPeers& peers, EventSet& events, De
   pending.push_back({right, std::move(rightFd), rightName, randomKey()});
   for (auto& [partner, fd] : partnerFds) pending.push_back({partner, std::move(fd), partnerName(partner), randomKey()});
   const std::string self = worker_->address();
-  for (const Pending& p : pending) sendInfo(p.fd.get(), self, p.key, worker_->pullCapable(), deadline, p.name);
+  const uint64_t ownNamespace = pidNamespace();
+  for (const Pending& p : pending)
+    sendInfo(p.fd.get(), self, p.key, worker_->pullCapable(), ownNamespace, deadline, p.name);
   worker_->attach(events);
   std::vector<std::unique_ptr<UcxLink>> made;
-  const uint64_t ownNamespace = pidNamespace();
   for (Pending& p : pending) {
     const PeerInfo info = recvInfo(p.fd.get(), deadline, p.name);
     // Pulls both ways or neither: each end decides from the same three facts.
