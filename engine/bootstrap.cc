@@ -23,10 +23,31 @@ namespace {
 
 JobIdentity jobOf(const Config& c) { return JobIdentity{c.jobId, c.secret}; }
 
+// The traits of this rank's links (bootstrap_wire.h): bits every link has.
+uint32_t linkTraits(const RingLinks& links) {
+  bool large = links.left && links.right && links.left->prefersLargeFrames() && links.right->prefersLargeFrames();
+  for (const auto& p : links.partners) large = large && p->prefersLargeFrames();
+  return large ? kTraitLargeFrames : 0;
+}
+
+void sendTraits(int fd, uint32_t traits, Deadline deadline, const std::string& what) {
+  uint8_t b[4];
+  wire::put32(b, traits);
+  sendAll(fd, b, 4, deadline, what);
+}
+
+uint32_t recvTraits(int fd, Deadline deadline, const std::string& what) {
+  uint8_t b[4];
+  recvAll(fd, b, 4, deadline, what);
+  return wire::get32(b);
+}
+
 // After the ring: every rank reports to rank 0 whether its links formed, and rank 0 answers
 // every rank with the first failure (or success), so init fails on every rank, with the
-// reason, or on none. A rank whose report does not come is a failure too.
-void agreeOnRing(const Config& c, Ring& ring, const std::optional<Error>& own, Deadline deadline) {
+// reason, or on none. A rank whose report does not come is a failure too. On success,
+// returns the traits every rank's links have (the same on every rank).
+uint32_t agreeOnRing(const Config& c, Ring& ring, const std::optional<Error>& own, Deadline deadline) {
+  const uint32_t mine = own ? 0 : linkTraits(ring.links);
   if (c.rank != 0) {
     Fd& root = ring.bootstrap[0];
     if (own) {
@@ -44,10 +65,11 @@ void agreeOnRing(const Config& c, Ring& ring, const std::optional<Error>& own, D
       throw *own;
     }
     sendStatus(root.get(), RR_SUCCESS, "", deadline, "rank 0");
+    sendTraits(root.get(), mine, deadline, "rank 0");
     // Rank 0 may collect the reports up to a second past the deadline.
     const Error verdict = recvStatus(root.get(), deadline + std::chrono::seconds(2), "rank 0");
     if (verdict.code() != RR_SUCCESS) throw verdict;
-    return;
+    return recvTraits(root.get(), deadline + std::chrono::seconds(2), "rank 0");
   }
   // Every rank's report (a rank that failed sends it at once; with a failure of its own,
   // rank 0 waits only a second for the others). The verdict is the most telling failure:
@@ -57,25 +79,32 @@ void agreeOnRing(const Config& c, Ring& ring, const std::optional<Error>& own, D
     return code == RR_ERR_INVALID_ARGUMENT || code == RR_ERR_AUTH ? 2 : code == RR_SUCCESS ? 0 : 1;
   };
   std::optional<Error> first = own;
+  uint32_t all = mine;
   const Deadline reportsBy = own ? std::min(deadline, deadlineIn(1000)) : deadline;
   for (int r = 1; r < c.size; ++r) {
     std::optional<Error> e;
     try {
-      const Error report = recvStatus(ring.bootstrap[r].get(), reportsBy, fmt::format("rank {}", r));
+      const std::string who = fmt::format("rank {}", r);
+      const Error report = recvStatus(ring.bootstrap[r].get(), reportsBy, who);
       if (report.code() != RR_SUCCESS)
         e = Error(report.code(), fmt::format("rank {} could not connect the ring: {}", r, report.what()));
+      else
+        all &= recvTraits(ring.bootstrap[r].get(), reportsBy, who);
     } catch (const Error& err) {
       e = Error(err.code(), fmt::format("rank {} did not report its ring connections: {}", r, err.what()));
     }
     if (e && (!first || weight(e->code()) > weight(first->code()))) first = e;
   }
   for (int r = 1; r < c.size; ++r) {
-    if (first)
+    if (first) {
       tryStatus(ring.bootstrap[r].get(), *first, fmt::format("rank {}", r));
-    else
+    } else {
       sendStatus(ring.bootstrap[r].get(), RR_SUCCESS, "", deadline, fmt::format("rank {}", r));
+      sendTraits(ring.bootstrap[r].get(), all, deadline, fmt::format("rank {}", r));
+    }
   }
   if (first) throw *first;
+  return all;
 }
 
 }  // namespace
@@ -151,7 +180,7 @@ Ring connectRing(const Config& c, Transport& transport, EventSet& events, spdlog
   } catch (const Error& e) {
     failed = e;
   }
-  agreeOnRing(c, ring, failed, deadline);
+  ring.largeFrames = (agreeOnRing(c, ring, failed, deadline) & kTraitLargeFrames) != 0;
   return ring;
 }
 

@@ -9,8 +9,9 @@
 //   3. the transport (transport/transport.h) connects each rank's links to its neighbours
 //      and partners: to the right neighbour and the higher partners at the endpoints they
 //      published, while it accepts the left neighbour and the lower partners
-//   4. each rank reports to rank 0 whether its links formed; rank 0 answers every rank
-//      with the first failure, so init fails everywhere with the reason, or nowhere
+//   4. each rank reports to rank 0 whether its links formed (and, if they did, what its
+//      links prefer); rank 0 answers every rank with the first failure, so init fails
+//      everywhere with the reason, or nowhere (or with success and what every link prefers)
 // (bootstrap_wire.h has the messages.)
 //
 // A connection that fails its handshake, names a rank out of range or a rank that already
@@ -34,6 +35,9 @@ namespace rr {
 struct Ring {
   RingLinks links;
   std::vector<Fd> bootstrap;  // rank 0: one per other rank; others: the one to rank 0
+  // Every link of every rank prefers large frames (Link::prefersLargeFrames), as rank 0
+  // found from the reports of step 4: the same on every rank.
+  bool largeFrames = false;
 };
 
 // The job's settings as a transport sees them.

@@ -9,9 +9,11 @@
 //                                 or ranks 0, then a status: why the job cannot form
 //   both ways          status     code u32 (RR_SUCCESS or the failure) | length u32 | text
 //
-// After the ring is connected, each rank sends rank 0 a status and rank 0 answers every
-// rank with the first failure or success (bootstrap.cc); then the connection carries the
-// stall monitor's reports (stall_monitor.h).
+// After the ring is connected, each rank sends rank 0 a status, and after a success its
+// links' traits (u32; bit 0, kTraitLargeFrames: every link of the rank prefers large
+// frames); rank 0 answers every rank with the first failure, or with success and the
+// traits every rank has (the AND of all, rank 0's own included) (bootstrap.cc); then the
+// connection carries the stall monitor's reports (stall_monitor.h).
 #pragma once
 
 #include <cstdint>
@@ -25,6 +27,7 @@
 namespace rr {
 
 constexpr size_t kMaxStatusText = 4096;
+constexpr uint32_t kTraitLargeFrames = 1;
 constexpr size_t kMaxEndpointIp = 64;
 
 // A rank that reached rank 0 but cannot take part: the job cannot form.

@@ -134,6 +134,10 @@ void Communicator::connect() {
   right_ = std::move(ring.links.right);
   partners_ = std::move(ring.links.partners);
   bootstrap_ = std::move(ring.bootstrap);
+  largeFrames_ = ring.largeFrames;
+  if (largeFrames_)
+    log_->info("every link of the job reads its peers' frames: segments of {} KiB and more",
+               kLargeFrameSegmentBytes >> 10);
   waker_ = std::make_unique<Waker>(*events_);
   std::vector<PartnerLink> partners;
   for (const auto& p : partners_) partners.push_back(PartnerLink{p->peerRank(), p.get(), false});

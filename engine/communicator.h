@@ -95,6 +95,8 @@ class Communicator {
   rr_result_t asyncError();
 
  private:
+  // The smallest segment where every link prefers large frames (progress_thread.cc).
+  static constexpr size_t kLargeFrameSegmentBytes = size_t{128} << 10;
   Communicator(Config config, std::shared_ptr<spdlog::logger> log);
   void connect();
   void progressLoop();
@@ -131,6 +133,7 @@ class Communicator {
   std::unique_ptr<EventSet> events_;  // what the progress thread sleeps on
   std::unique_ptr<Transport> transport_;
   std::vector<Fd> bootstrap_;         // the rendezvous connections (stall monitor)
+  bool largeFrames_ = false;          // every link of the job prefers large frames (bootstrap.h)
   std::unique_ptr<Link> left_;
   std::unique_ptr<Link> right_;
   std::vector<std::unique_ptr<Link>> partners_;  // recursive doubling's (n > 2)

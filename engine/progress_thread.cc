@@ -173,13 +173,15 @@ void Communicator::runPass(const std::vector<std::shared_ptr<Request>>& ops, con
   // most RR_SEGMENT_BYTES; a broadcast chain is n-1 hops deep, so it cuts the whole bucket in
   // eight. Below 64 KiB a segment costs more in frames and wake-ups than its pipelining
   // saves (bench/RESULTS.md, "Small buckets": 64 KiB on loopback n = 2 took 45 us with 4 KiB
-  // segments, 25 us with 64 KiB; emulated 1 Gbit/s hosts were link-bound either way).
+  // segments, 25 us with 64 KiB; emulated 1 Gbit/s hosts were link-bound either way). Where
+  // every link of the job costs a round trip per frame (UCX's pull), at least 128 KiB
+  // (bench/RESULTS.md, "Pulls from 64 KiB").
   const bool blocks = h.kind == Collective::kAllGather || h.kind == Collective::kReduceScatter;
   const size_t blockBytes = blocks ? count * es : (count * es + n - 1) / n;
   const size_t wanted = h.kind == Collective::kBroadcast
                             ? count * es / 8
                             : (blockBytes + ProgressEngine::kDepth - 1) / ProgressEngine::kDepth;
-  constexpr size_t kMinSegmentBytes = 64 << 10;
+  const size_t kMinSegmentBytes = largeFrames_ ? kLargeFrameSegmentBytes : size_t{64} << 10;
   const size_t segBytes = std::clamp<size_t>((wanted + 4095) / 4096 * 4096,
                                              std::min(kMinSegmentBytes, engine_->segmentBytes()),
                                              engine_->segmentBytes());

@@ -106,14 +106,29 @@ grep -q "# Out of bounds values : 0 OK" <<<"$out"
 out=$(RR_SPIN_US=-1 t "$rr" bench -N 2 -b 4K -e 4K -n 1 2>&1) && { echo "RR_SPIN_US=-1 accepted"; exit 1; }
 grep -q "RR_SPIN_US=-1 is out of range \[0, 1000000\]" <<<"$out" || { echo "$out"; exit 1; }
 # Over UCX's shared memory, where UCX lists cma (the kernel lets ranks read each other), the
-# receiver reads frames of 256 KiB and more from the sender's memory: the links say so and
-# the results are checked; without cma in UCX_TLS, no pull.
+# receiver reads frames of 64 KiB and more from the sender's memory: the links say so, the
+# job cuts segments of 128 KiB and more, and the results are checked; without cma in
+# UCX_TLS, neither.
 if [ "${RR_TRANSPORT:-}" = ucx ] && [ "${UCX_TLS:-}" = sm ] && grep -q "transports .*cma" <<<"$info"; then
+  large="every link of the job reads its peers' frames"
   out=$(RR_LOG_LEVEL=info t "$rr" bench -N 2 -b 1M -e 4M -f 4 -n 3 -w 1 2>&1)
   grep -q "read from the sender's memory" <<<"$out" || { echo "$out"; echo "no pull over UCX's shared memory"; exit 1; }
+  [ "$(grep -c "$large" <<<"$out")" = 2 ] || { echo "$out"; echo "larger segments not on both ranks"; exit 1; }
   grep -q "# Out of bounds values : 0 OK" <<<"$out" || { echo "$out"; exit 1; }
   out=$(UCX_TLS=posix,sysv,self RR_LOG_LEVEL=info t "$rr" bench -N 2 -b 1M -e 1M -n 2 -w 1 2>&1)
-  ! grep -q "read from the sender's memory" <<<"$out" || { echo "$out"; echo "a pull without cma in UCX_TLS"; exit 1; }
+  ! grep -q "read from the sender's memory\|$large" <<<"$out" || { echo "$out"; echo "a pull without cma in UCX_TLS"; exit 1; }
   grep -q "# Out of bounds values : 0 OK" <<<"$out" || { echo "$out"; exit 1; }
+  # Rank 7 of 8 without cma: its links (to ranks 6 and 0, and to its partners 6, 5 and 3)
+  # send eagerly, the others pull, so ranks 1, 2 and 4, whose links all pull, must cut a bucket
+  # as every other rank does, or the frames' lengths would not match (1 and 2 MiB: 64 KiB
+  # segments, not 128), ring and halving-doubling.
+  for a in ring hd; do
+    out=$(RR_ALGO=$a RR_LOG_LEVEL=info t "$rr" run -n 8 -- sh -c \
+      'if [ "$RR_RANK" = 7 ]; then export UCX_TLS=posix,sysv,self; fi; exec "$0" bench -b 1M -e 4M -f 2 -n 2 -w 1' "$rr" 2>&1) ||
+      { echo "$out"; echo "mixed links, RR_ALGO=$a: the job failed"; exit 1; }
+    grep -q "read from the sender's memory" <<<"$out" || { echo "$out"; echo "no pull between ranks 0-6"; exit 1; }
+    ! grep -q "$large" <<<"$out" || { echo "$out"; echo "larger segments with eager links"; exit 1; }
+    grep -q "# Out of bounds values : 0 OK" <<<"$out" || { echo "$out"; echo "mixed links, RR_ALGO=$a"; exit 1; }
+  done
 fi
 echo "cli ok"

@@ -61,6 +61,12 @@ class Link {
   virtual void farewell() noexcept {}
 
   virtual int peerRank() const = 0;
+
+  // Whether every data frame costs this link a round trip of its own (UCX's pull: a
+  // descriptor, a read, an answer), so that fewer, larger segments move a bucket faster.
+  // Both ends of a link answer alike; the engine cuts larger segments only when every link
+  // of the job says so (bootstrap.cc), since every rank must cut a bucket alike.
+  virtual bool prefersLargeFrames() const { return false; }
 };
 
 }  // namespace rr

@@ -119,9 +119,10 @@ class UcxLink final : public Link {
   static constexpr size_t kMaxQueued = 64;
   static constexpr size_t kMaxAbortText = 4096;
   // Data frames from this size are pulled (one copy, a system call and an answer) rather
-  // than sent eagerly (two copies through UCX's queues); from 64 KiB the answer's round trip
-  // per segment cost more than the copy saved (bench/RESULTS.md).
-  static constexpr size_t kPullMinBytes = size_t{256} << 10;
+  // than sent eagerly (two copies through UCX's queues): from 64 KiB the pull wins at n = 2
+  // and 4 (bench/RESULTS.md, "Pulls from 64 KiB"), the smallest segment the engine cuts
+  // where a block is larger.
+  static constexpr size_t kPullMinBytes = size_t{64} << 10;
 
   // sendKey: the key the peer chose for what this rank sends it; recvKey: this rank's.
   // `sentinel` is the authenticated connection to the peer, registered in `events`.
@@ -149,6 +150,7 @@ class UcxLink final : public Link {
   std::string lanes() const;
   bool peerFailureHandling() const { return peerMode_; }
   bool pullSends() const { return pull_; }
+  bool prefersLargeFrames() const override { return pull_; }
   // Every send still outstanding is a pulled one waiting for the peer to read it.
   bool sendsOnlyAwaitPulls() const;
   // Takes in what arrived on the control plane: answers a peer's farewell, notes the answer
