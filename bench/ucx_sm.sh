@@ -7,7 +7,8 @@
 #   eager    UCX_TLS=posix,sysv,self: no cma, so no pull (every frame through UCX's queues)
 #   rndv     UCX_TLS=sm UCX_RNDV_THRESH=256K: UCX's own rendezvous (aborts on a dead peer)
 #   vader    mpirun --mca btl self,vader MPI_Allreduce (bench/mpi_allreduce.c)
-# Usage: bash bench/ucx_sm.sh BUILD_DIR [ROUNDS] [MIN] [MAX] [ITERS]   (needs Open MPI)
+#   before   with BEFORE=OTHER_BUILD_DIR: pull's settings on that build (a before/after table)
+# Usage: [BEFORE=DIR] bash bench/ucx_sm.sh BUILD_DIR [ROUNDS] [MIN] [MAX] [ITERS]   (needs Open MPI)
 set -uo pipefail
 build=$(cd "${1:?usage: ucx_sm.sh BUILD_DIR [ROUNDS] [MIN] [MAX] [ITERS]}" && pwd)
 rounds=${2:-3} min=${3:-256K} max=${4:-64M} iters=${5:-20}
@@ -16,11 +17,17 @@ out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 mpicc -O2 -o "$out/mpi_allreduce" "$here/mpi_allreduce.c" || exit 1
 rr=$build/cli/ringreduce
+kinds="pull eager rndv vader"
+if [ -n "${BEFORE:-}" ]; then
+  before=$(cd "$BEFORE" && pwd)/cli/ringreduce
+  kinds="before $kinds"
+fi
 echo "# $(date -u +%Y-%m-%dT%H:%MZ) $(nproc) cores, $rounds rounds, $iters timed iterations per size"
 for ((k = 1; k <= rounds; ++k)); do
   for n in 2 4; do
-    for t in pull eager rndv vader; do
+    for t in $kinds; do
       case $t in
+        before) RR_TRANSPORT=ucx UCX_TLS=sm "$before" bench -N $n -b $min -e $max -f 4 -n $iters -w 2 -c 0 ;;
         pull) RR_TRANSPORT=ucx UCX_TLS=sm "$rr" bench -N $n -b $min -e $max -f 4 -n $iters -w 2 -c 0 ;;
         eager) RR_TRANSPORT=ucx UCX_TLS=posix,sysv,self "$rr" bench -N $n -b $min -e $max -f 4 -n $iters -w 2 -c 0 ;;
         rndv) RR_TRANSPORT=ucx UCX_TLS=sm UCX_RNDV_THRESH=256K "$rr" bench -N $n -b $min -e $max -f 4 -n $iters -w 2 -c 0 ;;
@@ -37,12 +44,16 @@ rows = {}
 for line in open(sys.argv[1]):
     n, t, b, us = line.split()
     rows.setdefault((int(n), int(b)), {}).setdefault(t, []).append(float(us))
-print("| n | size | pull | eager | UCX rendezvous | vader | pull / vader busbw | eager / vader |")
-print("|---:|---:|---:|---:|---:|---:|---:|---:|")
+before = any("before" in r for r in rows.values())
+print("| n | size |" + (" before |" if before else "") + " pull | eager | UCX rendezvous | vader | pull / vader busbw |"
+      + (" before / vader |" if before else "") + " eager / vader |")
+print("|---:|---:|" + ("---:|" * (8 if before else 6)))
 for (n, b) in sorted(rows):
     m = {t: statistics.median(v) for t, v in rows[(n, b)].items()}
     size = f"{b >> 20} MiB" if b >= 1 << 20 else f"{b >> 10} KiB"
     get = lambda t: m.get(t, float("nan"))
-    print(f"| {n} | {size} | {get('pull'):.0f} | {get('eager'):.0f} | {get('rndv'):.0f} | {get('vader'):.0f} | "
-          f"{get('vader') / get('pull'):.2f} | {get('vader') / get('eager'):.2f} |")
+    print(f"| {n} | {size} |" + (f" {get('before'):.0f} |" if before else "")
+          + f" {get('pull'):.0f} | {get('eager'):.0f} | {get('rndv'):.0f} | {get('vader'):.0f} | "
+          f"{get('vader') / get('pull'):.2f} |" + (f" {get('vader') / get('before'):.2f} |" if before else "")
+          + f" {get('vader') / get('eager'):.2f} |")
 PY
