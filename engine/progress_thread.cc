@@ -181,9 +181,9 @@ void Communicator::runPass(const std::vector<std::shared_ptr<Request>>& ops, con
   const size_t wanted = h.kind == Collective::kBroadcast
                             ? count * es / 8
                             : (blockBytes + ProgressEngine::kDepth - 1) / ProgressEngine::kDepth;
-  const size_t kMinSegmentBytes = largeFrames_ ? kLargeFrameSegmentBytes : size_t{64} << 10;
+  const size_t minSegment = largeFrames_ ? kLargeFrameSegmentBytes : size_t{64} << 10;
   const size_t segBytes = std::clamp<size_t>((wanted + 4095) / 4096 * 4096,
-                                             std::min(kMinSegmentBytes, engine_->segmentBytes()),
+                                             std::min(minSegment, engine_->segmentBytes()),
                                              engine_->segmentBytes());
   params.segElems = std::max<size_t>(1, segBytes / es);
 
