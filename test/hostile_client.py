@@ -3,16 +3,18 @@
 port is closed, for at most SECONDS) and, each on its own connection: sends random bytes;
 answers the challenge with a well-formed hello carrying a wrong HMAC; sends half a
 handshake and then holds the connection open without a word; sends a frame header that
-announces 4 GiB; connects and says nothing. It prints what it tried and how each ended.
+announces 4 GiB; connects and says nothing; says hello in the protocol version before this
+one (an old build). It prints what it tried and how each ended.
 Only 127.0.0.1 is ever contacted."""
 import os, socket, struct, sys, threading, time
 
 host, port, seconds = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
 ready_file = sys.argv[4] if len(sys.argv) > 4 else None  # written once every attack is connected
 assert host == "127.0.0.1", "this test only talks to loopback"
-MAGIC, VERSION = 0x52524431, 3  # transport/handshake.h
+MAGIC, VERSION = 0x52524431, 4  # transport/handshake.h
 results = []
 connected = []
+ATTACKS = []  # filled below, once the attacks are defined
 lock = threading.Lock()
 
 def connect():
@@ -23,7 +25,7 @@ def connect():
             s.settimeout(10)
             with lock:
                 connected.append(s)
-                if len(connected) == 5 and ready_file:
+                if len(connected) == len(ATTACKS) and ready_file:
                     open(ready_file, "w").write("ready\n")
             return s
         except OSError:
@@ -69,14 +71,25 @@ def four_gib():
     s.shutdown(socket.SHUT_WR)
     return ending(s)
 
+def old_version():
+    s = connect()
+    if not s: return "refused: the port was closed all along"
+    s.recv(24)
+    hello = struct.pack("<IHHQiiI", MAGIC, VERSION - 1, 1, 0, 1, 4, 0) + os.urandom(16) + os.urandom(32)
+    s.sendall(hello)
+    reply = s.recv(4096)
+    status = struct.unpack("<I", reply[:4])[0] if len(reply) >= 4 else None
+    return f"rejected with status {status}: {reply[40:].decode(errors='replace')}"
+
 def silent():
     s = connect()
     if not s: return "refused: the port was closed all along"
     start = time.time()
     return f"{ending(s)} after {time.time() - start:.1f} s"
 
+ATTACKS.extend((garbage, wrong_hmac, half_handshake, four_gib, silent, old_version))
 threads = []
-for attack in (garbage, wrong_hmac, half_handshake, four_gib, silent):
+for attack in ATTACKS:
     def run(a=attack):
         try:
             results.append((a.__name__, a()))

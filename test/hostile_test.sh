@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Hostile input during a job on loopback. A hostile client (hostile_client.py) attacks the
 # rendezvous port while the ranks gather: random bytes, a wrong HMAC, half a handshake that
-# then stalls, a 4 GiB length prefix, a silent connection. A misconfigured process with the
+# then stalls, a 4 GiB length prefix, a silent connection, a hello of the previous protocol
+# version (an old build). A misconfigured process with the
 # right secret but another size tries to join, and a second process claims rank 1. Then,
 # while the job runs 500 collectives, the client attacks the rendezvous port again and any
 # port the ranks still listen on (usually none: a rank closes its data port once both ring
@@ -62,7 +63,8 @@ grep -q -E "rank 1 joined twice|all 4 ranks have already joined|could not connec
 for r in 0 2 3; do [ "${statuses[$r]}" = 0 ] || { echo "rank $r failed"; ok=0; }; done
 grep -q "0 wrong" "$dir/out.0" || ok=0
 grep -q "has size 5, rank 0 has size 4" "$dir/out.size" || { echo "the size-5 process was not told why"; ok=0; }
-for why in "bad magic" "HMAC of the challenge does not match" "connection closed by client" "timed out waiting for client"; do
+for why in "bad magic" "HMAC of the challenge does not match" "connection closed by client" "timed out waiting for client" \
+  "protocol version [0-9]* differs from this rank's [0-9]*"; do
   grep -q "rejected connection from 127.0.0.1:[0-9]*: .*$why" "$dir/out.0" || { echo "rank 0 did not log a rejection: $why"; ok=0; }
 done
 [ $ok = 1 ] && echo "hostile input: job formed, results correct, every attack rejected and logged"

@@ -80,9 +80,6 @@ void handshakeClient(int fd, const JobIdentity& job, const Hello& self, Deadline
   if (wire::get32(challenge) != kMagic)
     fail(RR_ERR_AUTH, "{} is not a ringreduce endpoint (bad magic 0x{:08x})", peerName,
          wire::get32(challenge));
-  if (wire::get16(challenge + 4) != kProtocolVersion)
-    fail(RR_ERR_AUTH, "{} speaks protocol version {}, this rank speaks {}", peerName,
-         wire::get16(challenge + 4), kProtocolVersion);
   const uint8_t* serverNonce = challenge + 8;
 
   uint8_t hello[kHelloBytes];
@@ -99,6 +96,16 @@ void handshakeClient(int fd, const JobIdentity& job, const Hello& self, Deadline
   std::memcpy(macInput, serverNonce, kNonce);
   std::memcpy(macInput + kNonce, hello, kHelloBody);
   hmacSha256(job.secret, macInput, sizeof macInput, hello + kHelloBody);
+  if (wire::get16(challenge + 4) != kProtocolVersion) {
+    // Say hello anyway, so that the peer (rank 0 of another build) logs and reports which
+    // version came, rather than a connection that closed.
+    try {
+      sendAll(fd, hello, sizeof hello, std::min(deadline, deadlineIn(200)), peerName);
+    } catch (const Error&) {
+    }
+    fail(RR_ERR_AUTH, "{} speaks protocol version {}, this rank speaks {}", peerName,
+         wire::get16(challenge + 4), kProtocolVersion);
+  }
   sendAll(fd, hello, sizeof hello, deadline, peerName);
 
   uint8_t reply[kReplyHead + kMaxReason];

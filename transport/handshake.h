@@ -24,7 +24,11 @@ constexpr uint32_t kMagic = 0x52524431;  // "RRD1"
 // 2: the op header's flags carry the all-reduce's algorithm (engine/op_header.h)
 // 3: the rendezvous's verdict carries the recursive doubling partners' endpoints, and
 //    partners connect links of their own (kPartnerLink)
-constexpr uint16_t kProtocolVersion = 3;
+// 4: UCX neighbours' address exchange carries the process id, pid namespace and whether
+//    the rank can pull (transport/ucx/ucx_transport.cc), and the ring's "formed" reports
+//    and rank 0's answer carry the links' traits (engine/bootstrap_wire.h); builds of
+//    version 3 could not form a job with these, and now are told why at the handshake
+constexpr uint16_t kProtocolVersion = 4;
 
 // kData: a TCP data socket; kUcx: the connection over which two UCX neighbours exchange
 // their worker addresses (transport/ucx/ucx_transport.h).
