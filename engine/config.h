@@ -90,8 +90,8 @@ struct Config {
   // than the ring on loopback and emulated hosts: 64 KiB at 2 ranks, 16 KiB at 3, 32 KiB
   // from 4 (config.cc has the measurements).
   static size_t rdMaxBytes(int size);
-  // auto: halving-doubling above rdMaxBytes up to this, the ring above (0: never; only
-  // where n is a power of two from 4).
+  // auto: halving-doubling above rdMaxBytes up to this (16 MiB at 4 ranks, 2 MiB at 8 and
+  // more), the ring above (0: never; only where n is a power of two from 4).
   static size_t hdMaxBytes(int size);
   // The algorithm of a pass of `kind` moving `bytes` (the same on every rank with the same
   // settings; the op header carries it and a rank that differs is named). A device bucket

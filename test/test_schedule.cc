@@ -475,7 +475,7 @@ TEST_CASE("recursive doubling is refused for other collectives") {
   REQUIRE_THROWS_AS(make(Collective::kReduceScatter, 0, 4, 100, 8, 4, 0, rr::Algorithm::kRd), rr::Error);
 }
 
-TEST_CASE("auto's thresholds: recursive doubling up to 64 KiB at 2 ranks, 16 KiB at 3, 32 KiB from 4, then halving-doubling to 2 MiB at 4, 8, ...") {
+TEST_CASE("auto's thresholds: recursive doubling up to 64 KiB at 2 ranks, 16 KiB at 3, 32 KiB from 4, then halving-doubling to 16 MiB at 4, 2 MiB at 8, ...") {
   rr::Config c;
   REQUIRE(c.algo == "auto");
   const std::vector<std::pair<int, size_t>> limits = {{2, 64 << 10}, {3, 16 << 10}, {4, 32 << 10}, {6, 32 << 10},
@@ -485,11 +485,13 @@ TEST_CASE("auto's thresholds: recursive doubling up to 64 KiB at 2 ranks, 16 KiB
     c.size = n;
     REQUIRE(c.algorithmFor(Collective::kAllReduce, limit) == rr::Algorithm::kRd);
     REQUIRE(c.algorithmFor(Collective::kBarrier, 1) == rr::Algorithm::kRd);
-    // Above: halving-doubling up to 2 MiB where n is a power of two from 4, else the ring.
+    // Above: halving-doubling up to 16 MiB at 4 ranks and 2 MiB at 8, 128 (n a power of
+    // two from 4), else the ring.
     const bool hd = n >= 4 && (n & (n - 1)) == 0;
+    const size_t hdLimit = n == 4 ? size_t{16} << 20 : size_t{2} << 20;
     REQUIRE(c.algorithmFor(Collective::kAllReduce, limit + 1) == (hd ? rr::Algorithm::kHd : rr::Algorithm::kRing));
-    REQUIRE(c.algorithmFor(Collective::kAllReduce, size_t{2} << 20) == (hd ? rr::Algorithm::kHd : rr::Algorithm::kRing));
-    REQUIRE(c.algorithmFor(Collective::kAllReduce, (size_t{2} << 20) + 1) == rr::Algorithm::kRing);
+    REQUIRE(c.algorithmFor(Collective::kAllReduce, hdLimit) == (hd ? rr::Algorithm::kHd : rr::Algorithm::kRing));
+    REQUIRE(c.algorithmFor(Collective::kAllReduce, hdLimit + 1) == rr::Algorithm::kRing);
     REQUIRE(c.algorithmFor(Collective::kAllGather, 8) == rr::Algorithm::kRing);
     // Device buckets take the ring at n > 2 (the device pass has no partner links).
     REQUIRE(c.algorithmFor(Collective::kAllReduce, 8, true) == (n == 2 ? rr::Algorithm::kRd : rr::Algorithm::kRing));
