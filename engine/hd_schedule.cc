@@ -27,18 +27,19 @@ Range rangeOf(size_t count, int q, int m) {
   return r;
 }
 
-enum class Phase : uint8_t { kFoldIn, kScatter, kGather, kFoldOut };
+enum class Phase : uint8_t { kFoldIn, kScatter, kExchange, kGather, kFoldOut };
 
 // Step t of the pass: what it does, at which halving, in how many units from which.
 struct Step {
   Phase phase = Phase::kFoldIn;
-  int j = 0;          // the halving (reduce-scatter and all-gather)
+  int j = 0;          // the halving (reduce-scatter, exchange and all-gather)
   size_t first = 0;   // its first unit
   size_t units = 0;
 };
 
-size_t halvingUnits(const ScheduleParams& p, int j) {
-  const size_t largest = (p.count + (size_t{1} << (j + 1)) - 1) >> (j + 1);
+// The units of a step on the ranges R(q, m): the largest one's segments.
+size_t rangeUnits(const ScheduleParams& p, int m) {
+  const size_t largest = (p.count + (size_t{1} << m) - 1) >> m;
   return (largest + p.segElems - 1) / p.segElems;
 }
 
@@ -56,10 +57,16 @@ bool forEachStep(const ScheduleParams& p, F&& f) {
     return stop;
   };
   if (s.fold() && next(Phase::kFoldIn, 0, segmentsOf(p))) return true;
-  for (int j = 0; j < s.levels; ++j)
-    if (next(Phase::kScatter, j, halvingUnits(p, j))) return true;
-  for (int j = s.levels - 1; j >= 0; --j)
-    if (next(Phase::kGather, j, halvingUnits(p, j))) return true;
+  // The exchange replaces the last halving and the first doubling where its range is one
+  // segment (hd_schedule.h).
+  const int last = s.levels - 1;
+  const bool exchange = rangeUnits(p, last) <= 1;
+  const int scatterEnd = exchange ? last : s.levels;
+  for (int j = 0; j < scatterEnd; ++j)
+    if (next(Phase::kScatter, j, rangeUnits(p, j + 1))) return true;
+  if (exchange && next(Phase::kExchange, last, rangeUnits(p, last))) return true;
+  for (int j = scatterEnd - 1; j >= 0; --j)
+    if (next(Phase::kGather, j, rangeUnits(p, j + 1))) return true;
   return s.fold() && next(Phase::kFoldOut, 0, segmentsOf(p));
 }
 
@@ -101,13 +108,34 @@ Unit hdUnit(const ScheduleParams& p, size_t k) {
   if (q < 0) return u;  // 2i waits for the fold-out
   const int partnerQ = q ^ (1 << st.j);
   u.peer = s.oldRank(partnerQ);
+  // Whether this rank, and the partner, reduced these elements before (their operand is
+  // then a partial result, not one rank's raw input).
+  const bool mineReduced = st.j > 0 || folded;
+  const bool theirsReduced = st.j > 0 || s.oldRank(partnerQ) < 2 * s.rem;
+  if (st.phase == Phase::kExchange) {
+    // Both hold R(q, j): each sends its partial result of the part and reduces the
+    // partner's into it, the lower group's first on both, so both get the same bytes.
+    const Range both = partOf(rangeOf(p.count, q, st.j), st.units, seg);
+    if (mineReduced) u.dependsOn = stepBefore;
+    if (both.count == 0) return u;
+    u.sendFrom = mineReduced ? Buffer::kRecv : Buffer::kSend;
+    u.sendOffset = both.begin;
+    u.sendCount = both.count;
+    u.recvInto = Buffer::kRecv;
+    u.recvOffset = both.begin;
+    u.recvCount = both.count;
+    u.reduce = true;
+    u.reduceFrom = u.sendFrom;
+    u.reduceOffset = both.begin;
+    u.firstReduce = !theirsReduced;
+    u.lastReduce = true;
+    u.receivedFirst = partnerQ < q;
+    u.afterSend = static_cast<int64_t>(k);  // in place: the send reads what the reduction writes
+    return u;
+  }
   const Range theirs = partOf(rangeOf(p.count, partnerQ, st.j + 1), st.units, seg);
   const Range mine = partOf(rangeOf(p.count, q, st.j + 1), st.units, seg);
   if (st.phase == Phase::kScatter) {
-    // Whether this rank, and the partner, reduced these elements before (their operand is
-    // then a partial result, not one rank's raw input).
-    const bool mineReduced = st.j > 0 || folded;
-    const bool theirsReduced = st.j > 0 || s.oldRank(partnerQ) < 2 * s.rem;
     if (theirs.count > 0) {
       u.sendFrom = mineReduced ? Buffer::kRecv : Buffer::kSend;
       u.sendOffset = theirs.begin;

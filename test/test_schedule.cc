@@ -437,11 +437,20 @@ TEST_CASE("recursive doubling's partners: log2 p exchanges, a fold pair, each li
   for (int n : {1, 2}) REQUIRE(rr::rdPartners(0, n).empty());
 }
 
-TEST_CASE("halving-doubling sends the ring's 2(p-1)/p of the bucket per rank, the folded pair once more") {
+TEST_CASE("halving-doubling sends the ring's 2(p-1)/p of the bucket per rank, a small bucket in 2 log2 p - 1 exchanges, the folded pair once more") {
+  // At n = 4 the exchange is one step while its range, half the bucket, fits a segment:
+  // 1000 of 2000 elements (3 units: halving, exchange, doubling), not 1001 of 2002 (6).
+  REQUIRE(make(Collective::kAllReduce, 0, 4, 2000, 1000, 4, 0, rr::Algorithm::kHd).numUnits() == 3);
+  REQUIRE(make(Collective::kAllReduce, 0, 4, 2002, 1000, 4, 0, rr::Algorithm::kHd).numUnits() == 6);
   for (int n : {3, 4, 5, 6, 8, 12, 16}) {
     int p = 1, levels = 0;
     while (p * 2 <= n) p *= 2, ++levels;
     const int rem = n - p;
+    // A small bucket in 2 log2 p - 1 exchanges (the last halving and the first doubling are
+    // one), +2 folds: one unit per step when a segment holds the bucket.
+    for (int r = 0; r < n; ++r)
+      REQUIRE(make(Collective::kAllReduce, r, n, 64, 1000, 4, 0, rr::Algorithm::kHd).numUnits() ==
+              static_cast<size_t>(2 * levels - 1 + (rem > 0 ? 2 : 0)));
     for (size_t count : {size_t{64}, size_t{1000}, size_t{4096}}) {
       // Exact when p divides the bucket, else off by at most an element per exchange.
       const double slack = count % static_cast<size_t>(p) == 0 ? 0.0 : 2.0 * levels;
