@@ -65,6 +65,7 @@ uint32_t agreeOnRing(const Config& c, Ring& ring, const std::optional<Error>& ow
       throw *own;
     }
     sendStatus(root.get(), RR_SUCCESS, "", deadline, "rank 0");
+    if (c.testExitAfterRingReport) std::_Exit(3);  // tests: gone between its report and its traits
     sendTraits(root.get(), mine, deadline, "rank 0");
     // Rank 0 may collect the reports up to a second past the deadline.
     const Error verdict = recvStatus(root.get(), deadline + std::chrono::seconds(2), "rank 0");

@@ -205,7 +205,10 @@ Config Config::load(const rr_config_t* o) {
     c.inlineBlocking = std::string_view(b) == "1";
   }
   if (const char* f = env("RR_TEST_FAKE_DEVICE")) c.fakeDevice = std::string_view(f) == "1";
-  if (const char* x = env("RR_TEST_EXIT_IN_RING_SETUP")) c.testExitInRingSetup = std::string_view(x) == "1";
+  if (const char* x = env("RR_TEST_EXIT_IN_RING_SETUP")) {
+    c.testExitInRingSetup = std::string_view(x) == "1";
+    c.testExitAfterRingReport = std::string_view(x) == "after-report";
+  }
   if (const char* x = env("RR_TEST_PAUSE_AFTER_SENDS_MS"))
     c.testPauseAfterSendsMs = static_cast<int>(parseInt("RR_TEST_PAUSE_AFTER_SENDS_MS", x, 0, 60000));
   if (const char* h = env("RR_TEST_HOLD_STREAM")) {

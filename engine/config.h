@@ -45,7 +45,8 @@
 //                           caller's stream with a blocking host function, the design that
 //                           deadlocked on a real GPU, to show that the stand-in catches it
 //   RR_TEST_EXIT_IN_RING_SETUP=1   tests only: the rank exits (status 3) between the
-//                           rendezvous and its ring connections
+//                           rendezvous and its ring connections; =after-report: once its
+//                           ring formed and it told rank 0 so, before its links' traits
 #pragma once
 
 #include <cstddef>
@@ -82,6 +83,7 @@ struct Config {
   bool fakeDevice = false;
   bool testHoldByHostFunction = false;  // RR_TEST_HOLD_STREAM=host-function (stand-in only)
   bool testExitInRingSetup = false;     // RR_TEST_EXIT_IN_RING_SETUP=1
+  bool testExitAfterRingReport = false; // RR_TEST_EXIT_IN_RING_SETUP=after-report
   int testPauseAfterSendsMs = 0;        // RR_TEST_PAUSE_AFTER_SENDS_MS
 
   // Throws RR_ERR_INVALID_ARGUMENT naming the variable and its value.

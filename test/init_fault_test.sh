@@ -6,6 +6,7 @@
 #   ifname    rank 2 names an interface that does not exist (RR_SOCKET_IFNAME)
 #   secret    rank 2 has another RR_SECRET: rank 0 says so to every rank that joined
 #   dies      rank 1 exits between the rendezvous and its ring connections
+#   reported  rank 1 exits after it told rank 0 its ring formed, before its links' traits
 #   transport rank 1 has RR_TRANSPORT=ucx, the others tcp (with RR_TEST_UCX=1: a UCX build)
 # Usage: init_fault_test.sh SEMANTICS_CHECK
 set -uo pipefail
@@ -53,6 +54,9 @@ expect secret "0 1 3" "init: authentication failed: .*rank 2 did not join.*HMAC"
 run dies 30 RR_TEST_EXIT_IN_RING_SETUP=1@1
 expect dies "0 2 3" "init: .*rank 1"
 [ "$(cat "$dir/dies.rc.1")" = 3 ] || { echo "FAILED: dies: rank 1 did not exit in ring setup"; failed=1; }
+run reported 30 RR_TEST_EXIT_IN_RING_SETUP=after-report@1
+expect reported "0 2 3" "init: .*rank 1 did not report its ring connections"
+[ "$(cat "$dir/reported.rc.1")" = 3 ] || { echo "FAILED: reported: rank 1 did not exit after its report"; failed=1; }
 if [ "${RR_TEST_UCX:-0}" = 1 ]; then
   run transport 30 RR_TRANSPORT=ucx@1 UCX_TLS=tcp@1 UCX_NET_DEVICES=lo@1
   expect transport "0 1 2 3" "init: invalid argument: .*rank [0-9] uses the (ucx|tcp) transport, rank [0-9] uses (tcp|ucx)"
