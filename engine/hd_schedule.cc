@@ -112,30 +112,13 @@ Unit hdUnit(const ScheduleParams& p, size_t k) {
   // then a partial result, not one rank's raw input).
   const bool mineReduced = st.j > 0 || folded;
   const bool theirsReduced = st.j > 0 || s.oldRank(partnerQ) < 2 * s.rem;
-  if (st.phase == Phase::kExchange) {
-    // Both hold R(q, j): each sends its partial result of the part and reduces the
-    // partner's into it, the lower group's first on both, so both get the same bytes.
-    const Range both = partOf(rangeOf(p.count, q, st.j), st.units, seg);
-    if (mineReduced) u.dependsOn = stepBefore;
-    if (both.count == 0) return u;
-    u.sendFrom = mineReduced ? Buffer::kRecv : Buffer::kSend;
-    u.sendOffset = both.begin;
-    u.sendCount = both.count;
-    u.recvInto = Buffer::kRecv;
-    u.recvOffset = both.begin;
-    u.recvCount = both.count;
-    u.reduce = true;
-    u.reduceFrom = u.sendFrom;
-    u.reduceOffset = both.begin;
-    u.firstReduce = !theirsReduced;
-    u.lastReduce = true;
-    u.receivedFirst = partnerQ < q;
-    u.afterSend = static_cast<int64_t>(k);  // in place: the send reads what the reduction writes
-    return u;
-  }
-  const Range theirs = partOf(rangeOf(p.count, partnerQ, st.j + 1), st.units, seg);
-  const Range mine = partOf(rangeOf(p.count, q, st.j + 1), st.units, seg);
-  if (st.phase == Phase::kScatter) {
+  // The exchange sends and reduces the whole range both hold, R(q, j), as both ranks' own;
+  // a halving sends the partner's half and keeps its own, R(q, j+1).
+  const bool exchange = st.phase == Phase::kExchange;
+  const int keep = exchange ? st.j : st.j + 1;
+  const Range theirs = partOf(rangeOf(p.count, exchange ? q : partnerQ, keep), st.units, seg);
+  const Range mine = partOf(rangeOf(p.count, q, keep), st.units, seg);
+  if (st.phase != Phase::kGather) {
     if (theirs.count > 0) {
       u.sendFrom = mineReduced ? Buffer::kRecv : Buffer::kSend;
       u.sendOffset = theirs.begin;
@@ -150,9 +133,10 @@ Unit hdUnit(const ScheduleParams& p, size_t k) {
       u.reduceFrom = mineReduced ? Buffer::kRecv : Buffer::kSend;
       u.reduceOffset = mine.begin;
       u.firstReduce = !theirsReduced;
-      u.lastReduce = st.j == s.levels - 1;
-      u.receivedFirst = partnerQ < q;  // the lower group's partial result first
-      u.afterSend = static_cast<int64_t>(k);
+      u.lastReduce = exchange || st.j == s.levels - 1;
+      // The lower group's partial result first (on both ranks of the exchange: the same bytes).
+      u.receivedFirst = partnerQ < q;
+      u.afterSend = static_cast<int64_t>(k);  // in place the exchange's send reads what this writes
     }
     return u;
   }
