@@ -54,12 +54,13 @@ std::string encodeReply(const JobIdentity& job, const uint8_t* clientNonce,
   return std::string(reinterpret_cast<char*>(buf), kReplyHead + len);
 }
 
-void sendReply(int fd, const std::string& reply, Deadline deadline) {
-  if (reply.empty()) return;
+// Sends `bytes` within 200 ms or not at all: a reply to a peer that may be rejected, or a
+// hello to one that rejects this rank; if it does not read them, it sees the close.
+void sendQuietly(int fd, const std::string& bytes, Deadline deadline) {
+  if (bytes.empty()) return;
   try {
-    sendAll(fd, reply.data(), reply.size(), std::min(deadline, deadlineIn(200)), "peer");
+    sendAll(fd, bytes.data(), bytes.size(), std::min(deadline, deadlineIn(200)), "peer");
   } catch (const Error&) {
-    // The peer is being rejected; if it does not read the reason, it sees the close.
   }
 }
 
@@ -99,10 +100,7 @@ void handshakeClient(int fd, const JobIdentity& job, const Hello& self, Deadline
   if (wire::get16(challenge + 4) != kProtocolVersion) {
     // Say hello anyway, so that the peer (rank 0 of another build) logs and reports which
     // version came, rather than a connection that closed.
-    try {
-      sendAll(fd, hello, sizeof hello, std::min(deadline, deadlineIn(200)), peerName);
-    } catch (const Error&) {
-    }
+    sendQuietly(fd, std::string(reinterpret_cast<const char*>(hello), sizeof hello), deadline);
     fail(RR_ERR_AUTH, "{} speaks protocol version {}, this rank speaks {}", peerName,
          wire::get16(challenge + 4), kProtocolVersion);
   }
@@ -190,15 +188,15 @@ Hello handshakeServer(int fd, const JobIdentity& job, Deadline deadline,
   try {
     peer = hs.check(hello);
   } catch (const Error&) {
-    sendReply(fd, hs.rejection(), deadline);
+    sendQuietly(fd, hs.rejection(), deadline);
     throw;
   }
   std::string why = accept(peer);
   if (!why.empty()) {
-    sendReply(fd, hs.reply(RR_ERR_INVALID_ARGUMENT, why), deadline);
+    sendQuietly(fd, hs.reply(RR_ERR_INVALID_ARGUMENT, why), deadline);
     throw Error(RR_ERR_INVALID_ARGUMENT, why);
   }
-  sendReply(fd, hs.reply(RR_SUCCESS, ""), deadline);
+  sendQuietly(fd, hs.reply(RR_SUCCESS, ""), deadline);
   return peer;
 }
 
