@@ -47,6 +47,7 @@ StallMonitor::StallMonitor(int rank, int size, std::vector<Fd>* bootstrap, doubl
       interval_(std::min<int64_t>(1000, std::max<int64_t>(10, warn_.count() / 4))),
       beat_(std::max(250, size)),
       silent_(std::max<int64_t>(1500, 4 * beat_.count())),
+      overdue_(2 * beat_ + std::chrono::milliseconds(200)),
       log_(log),
       status_(static_cast<size_t>(size)),
       partial_(static_cast<size_t>(size)) {}
@@ -143,27 +144,38 @@ void StallMonitor::readReports(uint64_t lastSubmitted, const StallState& own) {
 
 std::string StallMonitor::cause(int from, uint64_t seq) {
   const auto now = Clock::now();
+  const auto quietFor = [&](int r) { return now - status_[static_cast<size_t>(r)].heard; };
+  const auto notReported = [&](int r) {
+    return fmt::format("rank {} has not reported for {:.1f} s (stopped, frozen or its progress "
+                       "thread cannot run)",
+                       r, std::chrono::duration<double>(quietFor(r)).count());
+  };
+  // Where the chain of waits ends at a report that does not explain it (or comes back round),
+  // the rank on it most overdue with its beat is the one: a rank stopped a moment before the
+  // timeout is not yet silent, and its last report, sent while it still moved, says nothing.
+  int overdue = -1;
+  const auto unexplained = [&]() -> std::string { return overdue >= 0 ? notReported(overdue) : ""; };
   int cur = from;
   for (int steps = 0; steps < size_; ++steps) {
     const Status& st = status_[static_cast<size_t>(cur)];
     if (cur != from) {
       // Silence first: a frozen rank's last report may predate its last submission.
-      if (cur != 0 && now - st.heard > silent_)
-        return fmt::format("rank {} has not reported for {:.1f} s (stopped, frozen or its progress "
-                           "thread cannot run)",
-                           cur, std::chrono::duration<double>(now - st.heard).count());
+      if (cur != 0 && quietFor(cur) > silent_) return notReported(cur);
+      if (cur != 0 && quietFor(cur) > overdue_ && (overdue < 0 || quietFor(cur) > quietFor(overdue)))
+        overdue = cur;
       if (st.lastSubmitted < seq)
         return fmt::format("rank {} has not submitted it (its last submitted op is #{})", cur, st.lastSubmitted);
-      if (st.stall.seq != seq || st.stall.on == WaitingOn::kNothing) return "";
+      if (st.stall.seq != seq || st.stall.on == WaitingOn::kNothing) return unexplained();
       if (st.stall.on == WaitingOn::kDevice)
         return fmt::format("rank {} is waiting for device work on its GPU {} that has not finished",
                            cur, st.stall.gpu);
     }
-    if (st.stall.on != WaitingOn::kLeft && st.stall.on != WaitingOn::kRight) return "";
+    if (st.stall.on != WaitingOn::kLeft && st.stall.on != WaitingOn::kRight) return unexplained();
     cur = st.stall.on == WaitingOn::kLeft ? (cur - 1 + size_) % size_ : (cur + 1) % size_;
-    if (cur == from) return "";  // every rank waits for another: a lost link, not a rank
+    // Every rank waits for another: a lost link, not a rank (unless one has gone quiet).
+    if (cur == from) return unexplained();
   }
-  return "";
+  return unexplained();
 }
 
 std::string StallMonitor::explain(uint64_t lastSubmitted, const StallState& own,

@@ -20,7 +20,10 @@
 // rank: a rank that waits for its left neighbour points there (right: there), until it finds
 // a rank that has not submitted the op, has stopped reporting (frozen, stopped), or waits for
 // device work on its GPU. So the error names the rank that holds the job up, not the innocent
-// neighbour that only waits too. No answer (rank 0 itself frozen): the error names the
+// neighbour that only waits too. Where the chain ends at a report that explains nothing (or
+// comes back round), a rank on it that has missed two beats is named as not reporting: with
+// a timeout near the silence bound, a rank stopped just before it is not yet silent, and its
+// last report says it was moving. No answer (rank 0 itself frozen): the error names the
 // neighbour, as before.
 #pragma once
 
@@ -83,6 +86,7 @@ class StallMonitor {
   std::chrono::milliseconds interval_;
   std::chrono::milliseconds beat_;    // 250 ms, or 1 ms per rank beyond 250 ranks
   std::chrono::milliseconds silent_;  // no beat this long: not responding
+  std::chrono::milliseconds overdue_;  // two beats missed: the suspect where a chain of waits ends
   spdlog::logger& log_;
   uint64_t reported_ = 0;
   Clock::time_point lastReport_{};

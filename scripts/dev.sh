@@ -75,7 +75,9 @@ for line in open(sys.argv[1]):
         s += 1
     else:
         f += 1
-        print(f"FAILED: {t['name']} ({r})", file=sys.stderr)
+        print(f"FAILED: {t['name']} ({r}); the end of its output:", file=sys.stderr)
+        for out in (t.get("stdout") or "").splitlines()[-40:]:
+            print(f"  | {out}", file=sys.stderr)
 print(p, f, s)
 PY
 )

@@ -223,11 +223,12 @@ int report(rr_comm_t comm, int rank, int size, int victim, int expected, rr_resu
     return 1;
   }
   const float want = static_cast<float>(cfg.size * (cfg.size + 1) / 2);
+  bool correct = true;
   for (float x : v)
-    if (x != want) ok = false;
+    if (x != want) correct = false;
   rr_comm_destroy(comm);
   const int fds1 = countEntries("/proc/self/fd"), threads1 = countThreads(threads0);
   std::printf("rank %d: recovered as rank %d of %d, all-reduce %s; fds %d -> %d, threads %d -> %d\n",
-              rank, cfg.rank, cfg.size, ok ? "correct" : "WRONG", fds0, fds1, threads0, threads1);
-  return ok && fds0 == fds1 && threads0 == threads1 ? 0 : 1;
+              rank, cfg.rank, cfg.size, correct ? "correct" : "WRONG", fds0, fds1, threads0, threads1);
+  return ok && correct && fds0 == fds1 && threads0 == threads1 ? 0 : 1;
 }

@@ -1,0 +1,97 @@
+// Rank 0's answer to "who holds the job up" (StallMonitor::cause) from real reports over
+// socket pairs: ranks 1-3 report with their own StallMonitor, rank 0 reads them and follows
+// the chain of waits. The ring is 0 -> 1 -> 2 -> 3 -> 0; everyone is in op #5.
+#include <catch2/catch.hpp>
+
+#include <spdlog/logger.h>
+#include <sys/socket.h>
+
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "engine/stall_monitor.h"
+
+namespace {
+
+using namespace std::chrono_literals;
+
+constexpr uint64_t kSeq = 5;
+
+struct Job {
+  spdlog::logger log{"stall-monitor-test"};
+  std::vector<rr::Fd> rank0;                       // rank 0's end of each bootstrap connection
+  std::vector<std::vector<rr::Fd>> others;         // rank r's end, as its bootstrap[0]
+  std::vector<std::unique_ptr<rr::StallMonitor>> monitors;
+
+  Job() : rank0(4), others(4) {
+    for (int r = 1; r < 4; ++r) {
+      int sv[2];
+      REQUIRE(::socketpair(AF_UNIX, SOCK_STREAM, 0, sv) == 0);
+      rank0[r] = rr::Fd(sv[0]);
+      others[r].emplace_back(sv[1]);
+    }
+    monitors.push_back(std::make_unique<rr::StallMonitor>(0, 4, &rank0, 60.0, log));
+    for (int r = 1; r < 4; ++r)
+      monitors.push_back(std::make_unique<rr::StallMonitor>(r, 4, &others[r], 60.0, log));
+  }
+  // Rank r's report (sent if a beat is due: the first call, then every 250 ms).
+  void report(int r, rr::WaitingOn on) {
+    monitors[r]->poll(kSeq, stalled(on));
+  }
+  static rr::StallState stalled(rr::WaitingOn on) {
+    rr::StallState s;
+    s.seq = on == rr::WaitingOn::kNothing ? 0 : kSeq;
+    s.on = on;
+    s.since = rr::Clock::now() - 1500ms;
+    return s;
+  }
+  std::string rank0Explains() { return monitors[0]->explain(kSeq, stalled(rr::WaitingOn::kLeft), 100ms); }
+  // Rank 0 reads what has come, rank 2 goes quiet for `quiet` while 1 and 3 keep beating
+  // (waiting for their left neighbours), then rank 0 times out waiting for rank 3.
+  std::string rank2QuietThenExplain(std::chrono::milliseconds quiet) {
+    monitors[0]->poll(kSeq, {});
+    for (auto left = quiet; left > 0ms; left -= 260ms) {
+      std::this_thread::sleep_for(std::min<std::chrono::milliseconds>(left, 260ms));
+      report(1, rr::WaitingOn::kLeft);
+      report(3, rr::WaitingOn::kLeft);
+    }
+    const std::string cause = rank0Explains();
+    INFO(cause);
+    return cause;
+  }
+};
+
+}  // namespace
+
+TEST_CASE("a rank that stopped just before the timeout is named, not the neighbour that waits for it") {
+  // Rank 2 reported while it still moved, then stopped; 0.8 s later (less than the 1.5 s
+  // that makes a rank silent, more than two missed beats) rank 0 times out waiting for 3,
+  // and 3 waits for 2.
+  Job job;
+  job.report(2, rr::WaitingOn::kNothing);
+  CHECK(job.rank2QuietThenExplain(800ms).rfind("rank 2 has not reported for ", 0) == 0);
+}
+
+TEST_CASE("a rank that reports on time is not blamed for a chain it does not explain") {
+  // The same chain, but rank 2's report is fresh and says it moves: rank 0 cannot tell.
+  Job job;
+  job.report(2, rr::WaitingOn::kNothing);
+  job.report(1, rr::WaitingOn::kLeft);
+  job.report(3, rr::WaitingOn::kLeft);
+  CHECK(job.rank0Explains() == "");
+}
+
+TEST_CASE("a rank quiet past the silence bound is named though its last report continues the chain") {
+  Job job;
+  job.report(2, rr::WaitingOn::kLeft);
+  CHECK(job.rank2QuietThenExplain(1800ms).rfind("rank 2 has not reported for ", 0) == 0);
+}
+
+TEST_CASE("where every rank waits for another, a rank that missed two beats is named") {
+  // A cycle of waits is a lost link unless one rank on it has gone quiet.
+  Job job;
+  for (int r = 1; r < 4; ++r) job.report(r, rr::WaitingOn::kLeft);
+  CHECK(job.rank0Explains() == "");
+  CHECK(job.rank2QuietThenExplain(800ms).rfind("rank 2 has not reported for ", 0) == 0);
+}
