@@ -161,10 +161,14 @@ std::string StallMonitor::cause(int from, uint64_t seq) {
     if (cur != from) {
       // Silence first: a frozen rank's last report may predate its last submission.
       if (cur != 0 && quietFor(cur) > silent_) return notReported(cur);
-      if (cur != 0 && quietFor(cur) > overdue_ && (overdue < 0 || quietFor(cur) > quietFor(overdue)))
-        overdue = cur;
+      const bool missedBeats = cur != 0 && quietFor(cur) > overdue_;
+      if (missedBeats && (overdue < 0 || quietFor(cur) > quietFor(overdue))) overdue = cur;
+      // A rank that has missed two beats may have submitted since its last report (a rank
+      // idle in user code still beats): it is named as not reporting, not as late.
       if (st.lastSubmitted < seq)
-        return fmt::format("rank {} has not submitted it (its last submitted op is #{})", cur, st.lastSubmitted);
+        return missedBeats ? notReported(cur)
+                              : fmt::format("rank {} has not submitted it (its last submitted op is #{})",
+                                            cur, st.lastSubmitted);
       if (st.stall.seq != seq || st.stall.on == WaitingOn::kNothing) return unexplained();
       if (st.stall.on == WaitingOn::kDevice)
         return fmt::format("rank {} is waiting for device work on its GPU {} that has not finished",

@@ -36,8 +36,8 @@ struct Job {
       monitors.push_back(std::make_unique<rr::StallMonitor>(r, 4, &others[r], 60.0, log));
   }
   // Rank r's report (sent if a beat is due: the first call, then every 250 ms).
-  void report(int r, rr::WaitingOn on) {
-    monitors[r]->poll(kSeq, stalled(on));
+  void report(int r, rr::WaitingOn on, uint64_t lastSubmitted = kSeq) {
+    monitors[r]->poll(lastSubmitted, stalled(on));
   }
   static rr::StallState stalled(rr::WaitingOn on) {
     rr::StallState s;
@@ -93,5 +93,16 @@ TEST_CASE("where every rank waits for another, a rank that missed two beats is n
   Job job;
   for (int r = 1; r < 4; ++r) job.report(r, rr::WaitingOn::kLeft);
   CHECK(job.rank0Explains() == "");
+  CHECK(job.rank2QuietThenExplain(800ms).rfind("rank 2 has not reported for ", 0) == 0);
+}
+
+TEST_CASE("a rank idle in user code is named as late; one that went quiet is not") {
+  // Rank 2's last report says op #4: on time, it has not submitted #5; two beats late, it
+  // may have submitted it since (the fault test's victim submits, then stops at once).
+  Job job;
+  job.report(2, rr::WaitingOn::kNothing, kSeq - 1);
+  job.report(1, rr::WaitingOn::kLeft);
+  job.report(3, rr::WaitingOn::kLeft);
+  CHECK(job.rank0Explains() == "rank 2 has not submitted it (its last submitted op is #4)");
   CHECK(job.rank2QuietThenExplain(800ms).rfind("rank 2 has not reported for ", 0) == 0);
 }

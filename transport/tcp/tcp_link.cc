@@ -18,6 +18,15 @@ namespace {
 constexpr size_t kHeader = 16;
 constexpr size_t kMaxAbortText = 4096;
 
+// Sends all of [p, p + len) while the peer keeps reading: each 64 KiB must go within 100 ms
+// (a link of 10 Mbit/s still moves it), and all of it by `until`. A peer that has stopped
+// reading (frozen) costs 100 ms, not the whole bound.
+void sendWhileRead(int fd, const uint8_t* p, size_t len, Deadline until, const std::string& what) {
+  constexpr size_t kStep = size_t{64} << 10;
+  for (size_t at = 0; at < len; at += kStep)
+    sendAll(fd, p + at, std::min(kStep, len - at), std::min(until, deadlineIn(100)), what);
+}
+
 }  // namespace
 
 void TcpLink::Socket::onEvent(uint32_t events) {
@@ -266,11 +275,15 @@ bool TcpLink::sendAbort(int originRank, rr_result_t code, uint64_t seq,
     wire::put32(p + 20, static_cast<uint32_t>(code));
     wire::put64(p + 24, seq);
     std::memcpy(p + 32, text.data(), text.size());
+    // One deadline per attempt for the whole link, not per socket: a peer that does not read
+    // (frozen) reads none of them, and the caller gets its error only after this returns
+    // (it once took 1 s with two sockets mid-frame to a stopped neighbour).
+    const Deadline atBoundary = deadlineIn(100);
     for (auto& s : sockets_) {
       // Only at a frame boundary: a frame cut in the middle would corrupt the stream.
       if (s->sendHead < s->sendTail && s->sends[s->sendHead % kMaxQueued].moved > 0) continue;
       try {
-        sendAll(s->fd.get(), frame.data(), frame.size(), deadlineIn(100), name_);
+        sendAll(s->fd.get(), frame.data(), frame.size(), atBoundary, name_);
         return true;
       } catch (const Error&) {
       }
@@ -278,18 +291,18 @@ bool TcpLink::sendAbort(int originRank, rr_result_t code, uint64_t seq,
     // Every socket is in the middle of a frame (a failure mid-transfer): finish the one in
     // flight on the first socket (its bytes are still valid: the failed pass has not
     // returned its buffers yet), then the abort follows at that frame's boundary.
+    const Deadline until = deadlineIn(1000);
     for (auto& s : sockets_) {
       if (s->sendHead >= s->sendTail) continue;
       const Stripe& st = s->sends[s->sendHead % kMaxQueued];
-      const Deadline until = deadlineIn(500);
       try {
         if (st.moved < kHeader) {
-          sendAll(s->fd.get(), st.header.data() + st.moved, kHeader - st.moved, until, name_);
-          sendAll(s->fd.get(), st.data, st.len, until, name_);
+          sendWhileRead(s->fd.get(), st.header.data() + st.moved, kHeader - st.moved, until, name_);
+          sendWhileRead(s->fd.get(), st.data, st.len, until, name_);
         } else {
-          sendAll(s->fd.get(), st.data + (st.moved - kHeader), st.len - (st.moved - kHeader), until, name_);
+          sendWhileRead(s->fd.get(), st.data + (st.moved - kHeader), st.len - (st.moved - kHeader), until, name_);
         }
-        sendAll(s->fd.get(), frame.data(), frame.size(), until, name_);
+        sendWhileRead(s->fd.get(), p, frame.size(), until, name_);
         return true;
       } catch (const Error&) {
       }
