@@ -7,7 +7,9 @@
 # Needs root and iproute2 (10.232.0.0/24 exists only inside these namespaces).
 # Before each n, iperf3 on every link at once (the ring's pattern) gives the per-link rate
 # the emulation carries with n links busy. Hosts run cubic with RPS on (scripts/netns_hosts.sh).
-# RR_BENCH_ITERS (default 5) iterations per size; RR_BENCH_ROUNDS (default 1) sweeps.
+# RR_BENCH_ITERS (default 5) iterations per size; RR_BENCH_ROUNDS (default 1) sweeps;
+# RR_BENCH_FACTOR (default 4) the step between sizes. The ranks' environment passes through
+# (RR_ALGO, RR_TRANSPORT, ...).
 # Usage: bash bench/netns_ring.sh BUILD_DIR [RATE] [SIZES] [N...]
 #   e.g. bash bench/netns_ring.sh build 1gbit "16M 64M" 2 4 6 8
 set -uo pipefail
@@ -59,7 +61,7 @@ for n in "${counts[@]}"; do
   for ((r = 0; r < n; ++r)); do
     minb=$(echo $sizes | awk '{print $1}') maxb=$(echo $sizes | awk '{print $NF}')
     ip netns exec "$tag-$r" env RR_RANK=$r RR_SIZE=$n RR_ADDR=10.232.0.1:$port RR_SECRET=netns-bench \
-      timeout 600 "$rr" bench -b "$minb" -e "$maxb" -f 4 -n "${RR_BENCH_ITERS:-5}" -w 1 >"$dir/out.$r" 2>&1 &
+      timeout 600 "$rr" bench -b "$minb" -e "$maxb" -f "${RR_BENCH_FACTOR:-4}" -n "${RR_BENCH_ITERS:-5}" -w 1 >"$dir/out.$r" 2>&1 &
     pids+=($!)
   done
   for p in "${pids[@]}"; do wait "$p"; done

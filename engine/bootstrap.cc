@@ -23,11 +23,15 @@ namespace {
 
 JobIdentity jobOf(const Config& c) { return JobIdentity{c.jobId, c.secret}; }
 
-// The traits of this rank's links (bootstrap_wire.h): bits every link has.
-uint32_t linkTraits(const RingLinks& links) {
+// The traits of this rank's links (bootstrap_wire.h): bits every link has. Each link is
+// dialled by one of its two ranks, to the endpoint the other published, so the AND over
+// every rank of "each peer I dialled published my IP" holds only if all ranks did.
+uint32_t linkTraits(const RingLinks& links, const Endpoint& self, const RingPeers& peers) {
   bool large = links.left && links.right && links.left->prefersLargeFrames() && links.right->prefersLargeFrames();
   for (const auto& p : links.partners) large = large && p->prefersLargeFrames();
-  return large ? kTraitLargeFrames : 0;
+  bool oneHost = peers.right.ip == self.ip;
+  for (const auto& [rank, e] : peers.connect) oneHost = oneHost && e.ip == self.ip;
+  return (large ? kTraitLargeFrames : 0) | (oneHost ? kTraitOneHost : 0);
 }
 
 void sendTraits(int fd, uint32_t traits, Deadline deadline, const std::string& what) {
@@ -46,8 +50,9 @@ uint32_t recvTraits(int fd, Deadline deadline, const std::string& what) {
 // every rank with the first failure (or success), so init fails on every rank, with the
 // reason, or on none. A rank whose report does not come is a failure too. On success,
 // returns the traits every rank's links have (the same on every rank).
-uint32_t agreeOnRing(const Config& c, Ring& ring, const std::optional<Error>& own, Deadline deadline) {
-  const uint32_t mine = own ? 0 : linkTraits(ring.links);
+uint32_t agreeOnRing(const Config& c, Ring& ring, const std::optional<Error>& own, Deadline deadline,
+                     const Endpoint& self, const RingPeers& peers) {
+  const uint32_t mine = own ? 0 : linkTraits(ring.links, self, peers);
   if (c.rank != 0) {
     Fd& root = ring.bootstrap[0];
     if (own) {
@@ -120,6 +125,7 @@ Ring connectRing(const Config& c, Transport& transport, EventSet& events, spdlog
   const Deadline deadline = deadlineIn(c.connectTimeoutMs);
   const JobIdentity job = jobOf(c);
   std::vector<Endpoint> table(c.size);
+  Endpoint self;  // what this rank published
   const SockAddr rendezvous = resolve(c.addr, "RR_ADDR");
 
   const int right = (c.rank + 1) % c.size;
@@ -137,6 +143,7 @@ Ring connectRing(const Config& c, Transport& transport, EventSet& events, spdlog
     Fd listener = listenOn(rendezvous, SOMAXCONN);
     ring.bootstrap = gatherRanks(c, listener.get(), table, deadline, log);
     table[0] = transport.listen(localAddr(ring.bootstrap[1].get()).ip());
+    self = table[0];
     // Each rank gets the job's size, its right neighbour's endpoint and those of the partners
     // it connects to: O(n log n) bytes in all.
     for (int r = 1; r < c.size; ++r) {
@@ -153,7 +160,8 @@ Ring connectRing(const Config& c, Transport& transport, EventSet& events, spdlog
     handshakeClient(root.get(), job, Hello{LinkRole::kBootstrap, c.rank, c.size, 0, 0}, deadline,
                     fmt::format("rank 0 at {}", c.addr));
     try {
-      sendEndpoint(root.get(), transport.listen(localAddr(root.get()).ip()), deadline, "rank 0");
+      self = transport.listen(localAddr(root.get()).ip());
+      sendEndpoint(root.get(), self, deadline, "rank 0");
     } catch (const Error& e) {
       sendJoinError(root.get(), e);  // rank 0 and every other rank hear why
       throw;
@@ -181,7 +189,9 @@ Ring connectRing(const Config& c, Transport& transport, EventSet& events, spdlog
   } catch (const Error& e) {
     failed = e;
   }
-  ring.largeFrames = (agreeOnRing(c, ring, failed, deadline) & kTraitLargeFrames) != 0;
+  const uint32_t traits = agreeOnRing(c, ring, failed, deadline, self, peers);
+  ring.largeFrames = (traits & kTraitLargeFrames) != 0;
+  ring.oneHost = (traits & kTraitOneHost) != 0;
   return ring;
 }
 

@@ -135,6 +135,11 @@ void Communicator::connect() {
   partners_ = std::move(ring.links.partners);
   bootstrap_ = std::move(ring.bootstrap);
   largeFrames_ = ring.largeFrames;
+  span_ = ring.oneHost ? Config::Span::kOneHost : Config::Span::kHosts;
+  if (config_.size > 1)
+    log_->info("the job's ranks {}: auto takes recursive doubling up to {} KiB",
+               ring.oneHost ? "share one host" : "are on more than one host",
+               Config::rdMaxBytes(config_.size, span_) >> 10);
   if (largeFrames_)
     log_->info("every link of the job reads its peers' frames: segments of {} KiB and more",
                kLargeFrameSegmentBytes >> 10);

@@ -134,6 +134,7 @@ class Communicator {
   std::unique_ptr<Transport> transport_;
   std::vector<Fd> bootstrap_;         // the rendezvous connections (stall monitor)
   bool largeFrames_ = false;          // every link of the job prefers large frames (bootstrap.h)
+  Config::Span span_ = Config::Span::kHosts;  // where the ranks are (bootstrap.h, Ring::oneHost)
   std::unique_ptr<Link> left_;
   std::unique_ptr<Link> right_;
   std::vector<std::unique_ptr<Link>> partners_;  // recursive doubling's (n > 2)

@@ -221,14 +221,22 @@ Config Config::load(const rr_config_t* o) {
   return c;
 }
 
-size_t Config::rdMaxBytes(int size) {
+size_t Config::rdMaxBytes(int size, Span span) {
   // Measured on loopback and on emulated hosts with 1 Gbit/s links (bench/RESULTS.md,
   // "Recursive doubling at any n"): at 2 ranks both algorithms send the bucket once, and
   // the ring's second hop costs more than one whole-bucket exchange up to 64 KiB. From 3
-  // ranks recursive doubling sends the bucket log2 p times (+1 on a folded pair) against the
-  // ring's 2(n-1)/n, so a slow link makes it lose sooner: at 3 ranks (one hop saved) from
-  // 32 KiB, at 4 from 64 KiB, at 8 by 128 KiB; it still won at 32 KiB at n = 4, 5, 6 and 8.
+  // ranks recursive doubling sends the bucket log2 p times (+1 on a folded pair) against
+  // 2(n-1)/n for the ring and halving-doubling, which take more steps. On one host (loopback)
+  // the steps cost more than the bytes: it still won at 32 KiB at n = 4, 5, 6 and 8, and at
+  // 16 KiB at n = 3. Across hosts (bench/RESULTS.md, "Recursive doubling across hosts"),
+  // with 1 Gbit/s links, it lost from 16 KiB at n = 3 (to the ring: 275 against 225-266 us)
+  // and from 32 KiB at n = 4 (to halving-doubling: 550 against 413 us; at 16 KiB its 275
+  // us were steady where halving-doubling's three steps took 228-339). 8 emulated hosts on
+  // 2 cores are CPU-bound, and there its 3 steps beat halving-doubling's 5 up to 32 KiB.
+  // Open MPI 1.6's fixed rule (coll/tuned) left recursive doubling at 10,000 bytes. Faster
+  // links move the crossing up (a step's latency buys more bytes): RR_ALGO=rd forces it.
   if (size <= 2) return size_t{64} << 10;
+  if (span == Span::kHosts) return size == 3 ? size_t{8} << 10 : size_t{16} << 10;
   return size == 3 ? size_t{16} << 10 : size_t{32} << 10;
 }
 
@@ -248,12 +256,12 @@ size_t Config::hdMaxBytes(int size) {
   return size == 4 ? size_t{16} << 20 : size_t{2} << 20;
 }
 
-Algorithm Config::algorithmFor(Collective kind, size_t bytes, bool device) const {
+Algorithm Config::algorithmFor(Collective kind, size_t bytes, bool device, Span span) const {
   const bool allReduce = kind == Collective::kAllReduce || kind == Collective::kBarrier;
   if (!allReduce || !rdSupports(size) || algo == "ring" || (device && size > 2)) return Algorithm::kRing;
   if (algo == "rd") return Algorithm::kRd;
   if (algo == "hd") return hdSupports(size) ? Algorithm::kHd : Algorithm::kRing;  // n = 2: the same exchanges
-  if (bytes <= rdMaxBytes(size)) return Algorithm::kRd;
+  if (bytes <= rdMaxBytes(size, span)) return Algorithm::kRd;
   return bytes <= hdMaxBytes(size) ? Algorithm::kHd : Algorithm::kRing;
 }
 

@@ -29,9 +29,10 @@
 //                           outnumber its cores
 //   RR_ALGO                 the all-reduce's algorithm: ring, rd (recursive doubling), hd
 //                           (halving-doubling; the ring at n = 2, where they are the same
-//                           exchanges) or auto (default: rd up to rdMaxBytes(size), hd up
-//                           to hdMaxBytes(size), the ring above); must be the same on every
-//                           rank
+//                           exchanges) or auto (default: rd up to rdMaxBytes(size, span),
+//                           hd up to hdMaxBytes(size), the ring above; the span is whether
+//                           the ranks share one host, found at init); must be the same on
+//                           every rank
 //   RR_INLINE_BLOCKING      1 (default): a blocking call on host memory with nothing queued
 //                           ahead of it runs its pass on the calling thread while the
 //                           progress thread is between collectives, saving two thread
@@ -88,10 +89,14 @@ struct Config {
 
   // Throws RR_ERR_INVALID_ARGUMENT naming the variable and its value.
   static Config load(const rr_config_t* overrides);
+  // Where the job's ranks are: on one host (every rank published the same IP at init,
+  // bootstrap.h), or on several, whose links carry less than memory does.
+  enum class Span : uint8_t { kOneHost, kHosts };
   // Auto picks recursive doubling for all-reduces up to this size, where it was faster
-  // than the ring on loopback and emulated hosts: 64 KiB at 2 ranks, 16 KiB at 3, 32 KiB
+  // than the ring and halving-doubling: on one host 64 KiB at 2 ranks, 16 KiB at 3, 32 KiB
+  // from 4; across hosts 64 KiB at 2 ranks (both send the bucket once), 8 KiB at 3, 16 KiB
   // from 4 (config.cc has the measurements).
-  static size_t rdMaxBytes(int size);
+  static size_t rdMaxBytes(int size, Span span);
   // auto: halving-doubling above rdMaxBytes up to this (16 MiB at 4 ranks, 2 MiB at 8 and
   // more), the ring above (0: never; only where n is a power of two from 4).
   static size_t hdMaxBytes(int size);
@@ -99,7 +104,7 @@ struct Config {
   // settings; the op header carries it and a rank that differs is named). A device bucket
   // at more than 2 ranks always takes the ring: recursive doubling and halving-doubling
   // with partners run on host buckets only (device_pass.h).
-  Algorithm algorithmFor(Collective kind, size_t bytes, bool device = false) const;
+  Algorithm algorithmFor(Collective kind, size_t bytes, bool device, Span span) const;
   std::string describe() const;  // one line for the INFO log
 };
 

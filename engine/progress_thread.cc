@@ -164,7 +164,7 @@ void Communicator::runPass(const std::vector<std::shared_ptr<Request>>& ops, con
   params.count = count;
   params.depth = ProgressEngine::kDepth;
   params.root = h.root;
-  params.algo = config_.algorithmFor(h.kind, count * es, device != nullptr);
+  params.algo = config_.algorithmFor(h.kind, count * es, device != nullptr, span_);
   // This rank's header says which algorithm it runs; a left neighbour's that differs is
   // named by the engine (the settings differ between the ranks).
   GroupHeader mine = h;

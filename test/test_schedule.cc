@@ -484,36 +484,47 @@ TEST_CASE("recursive doubling is refused for other collectives") {
   REQUIRE_THROWS_AS(make(Collective::kReduceScatter, 0, 4, 100, 8, 4, 0, rr::Algorithm::kRd), rr::Error);
 }
 
-TEST_CASE("auto's thresholds: recursive doubling up to 64 KiB at 2 ranks, 16 KiB at 3, 32 KiB from 4, then halving-doubling to 16 MiB at 4, 2 MiB at 8, ...") {
+TEST_CASE("auto's thresholds: recursive doubling up to 64 KiB at 2 ranks, 16 KiB at 3, 32 KiB from 4 on one host, 8 KiB at 3 and 16 KiB from 4 across hosts, then halving-doubling to 16 MiB at 4, 2 MiB at 8, ...") {
+  using Span = rr::Config::Span;
   rr::Config c;
   REQUIRE(c.algo == "auto");
-  const std::vector<std::pair<int, size_t>> limits = {{2, 64 << 10}, {3, 16 << 10}, {4, 32 << 10}, {6, 32 << 10},
-                                                      {8, 32 << 10}, {128, 32 << 10}};
-  for (const auto& [n, limit] : limits) {
-    CAPTURE(n);
-    c.size = n;
-    REQUIRE(c.algorithmFor(Collective::kAllReduce, limit) == rr::Algorithm::kRd);
-    REQUIRE(c.algorithmFor(Collective::kBarrier, 1) == rr::Algorithm::kRd);
-    // Above: halving-doubling up to 16 MiB at 4 ranks and 2 MiB at 8, 128 (n a power of
-    // two from 4), else the ring.
-    const bool hd = n >= 4 && (n & (n - 1)) == 0;
-    const size_t hdLimit = n == 4 ? size_t{16} << 20 : size_t{2} << 20;
-    REQUIRE(c.algorithmFor(Collective::kAllReduce, limit + 1) == (hd ? rr::Algorithm::kHd : rr::Algorithm::kRing));
-    REQUIRE(c.algorithmFor(Collective::kAllReduce, hdLimit) == (hd ? rr::Algorithm::kHd : rr::Algorithm::kRing));
-    REQUIRE(c.algorithmFor(Collective::kAllReduce, hdLimit + 1) == rr::Algorithm::kRing);
-    REQUIRE(c.algorithmFor(Collective::kAllGather, 8) == rr::Algorithm::kRing);
-    // Device buckets take the ring at n > 2 (the device pass has no partner links).
-    REQUIRE(c.algorithmFor(Collective::kAllReduce, 8, true) == (n == 2 ? rr::Algorithm::kRd : rr::Algorithm::kRing));
+  struct Limit {
+    int n;
+    size_t oneHost, hosts;
+  };
+  const std::vector<Limit> limits = {{2, 64 << 10, 64 << 10}, {3, 16 << 10, 8 << 10},  {4, 32 << 10, 16 << 10},
+                                     {6, 32 << 10, 16 << 10}, {8, 32 << 10, 16 << 10}, {128, 32 << 10, 16 << 10}};
+  for (const auto& [n, oneHost, hosts] : limits) {
+    for (Span span : {Span::kOneHost, Span::kHosts}) {
+      const size_t limit = span == Span::kOneHost ? oneHost : hosts;
+      CAPTURE(n, span == Span::kOneHost);
+      c.size = n;
+      REQUIRE(c.algorithmFor(Collective::kAllReduce, limit, false, span) == rr::Algorithm::kRd);
+      REQUIRE(c.algorithmFor(Collective::kBarrier, 1, false, span) == rr::Algorithm::kRd);
+      // Above: halving-doubling up to 16 MiB at 4 ranks and 2 MiB at 8, 128 (n a power of
+      // two from 4), else the ring.
+      const bool hd = n >= 4 && (n & (n - 1)) == 0;
+      const size_t hdLimit = n == 4 ? size_t{16} << 20 : size_t{2} << 20;
+      REQUIRE(c.algorithmFor(Collective::kAllReduce, limit + 1, false, span) == (hd ? rr::Algorithm::kHd : rr::Algorithm::kRing));
+      REQUIRE(c.algorithmFor(Collective::kAllReduce, hdLimit, false, span) == (hd ? rr::Algorithm::kHd : rr::Algorithm::kRing));
+      REQUIRE(c.algorithmFor(Collective::kAllReduce, hdLimit + 1, false, span) == rr::Algorithm::kRing);
+      REQUIRE(c.algorithmFor(Collective::kAllGather, 8, false, span) == rr::Algorithm::kRing);
+      // Device buckets take the ring at n > 2 (the device pass has no partner links).
+      REQUIRE(c.algorithmFor(Collective::kAllReduce, 8, true, span) == (n == 2 ? rr::Algorithm::kRd : rr::Algorithm::kRing));
+    }
   }
-  c.size = 4;
-  c.algo = "rd";
-  REQUIRE(c.algorithmFor(Collective::kAllReduce, size_t{1} << 30) == rr::Algorithm::kRd);
-  c.algo = "hd";
-  REQUIRE(c.algorithmFor(Collective::kAllReduce, 8) == rr::Algorithm::kHd);
-  REQUIRE(c.algorithmFor(Collective::kAllReduce, 8, true) == rr::Algorithm::kRing);  // a device bucket
-  c.size = 2;
-  REQUIRE(c.algorithmFor(Collective::kAllReduce, 8) == rr::Algorithm::kRing);  // the same exchanges at n = 2
-  c.size = 4;
-  c.algo = "ring";
-  REQUIRE(c.algorithmFor(Collective::kAllReduce, 8) == rr::Algorithm::kRing);
+  // RR_ALGO overrides the span too.
+  for (Span span : {Span::kOneHost, Span::kHosts}) {
+    c.size = 4;
+    c.algo = "rd";
+    REQUIRE(c.algorithmFor(Collective::kAllReduce, size_t{1} << 30, false, span) == rr::Algorithm::kRd);
+    c.algo = "hd";
+    REQUIRE(c.algorithmFor(Collective::kAllReduce, 8, false, span) == rr::Algorithm::kHd);
+    REQUIRE(c.algorithmFor(Collective::kAllReduce, 8, true, span) == rr::Algorithm::kRing);  // a device bucket
+    c.size = 2;
+    REQUIRE(c.algorithmFor(Collective::kAllReduce, 8, false, span) == rr::Algorithm::kRing);  // the same exchanges at n = 2
+    c.size = 4;
+    c.algo = "ring";
+    REQUIRE(c.algorithmFor(Collective::kAllReduce, 8, false, span) == rr::Algorithm::kRing);
+  }
 }

@@ -28,7 +28,9 @@ constexpr uint32_t kMagic = 0x52524431;  // "RRD1"
 //    the rank can pull (transport/ucx/ucx_transport.cc), and the ring's "formed" reports
 //    and rank 0's answer carry the links' traits (engine/bootstrap_wire.h); builds of
 //    version 3 could not form a job with these, and now are told why at the handshake
-constexpr uint16_t kProtocolVersion = 4;
+// 5: the links' traits carry kTraitOneHost, by which auto chooses the all-reduce's
+//    algorithm (engine/config.h): a rank of version 4 would choose by other thresholds
+constexpr uint16_t kProtocolVersion = 5;
 
 // kData: a TCP data socket; kUcx: the connection over which two UCX neighbours exchange
 // their worker addresses (transport/ucx/ucx_transport.h).

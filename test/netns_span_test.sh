@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# Where the ranks are decides auto's thresholds (engine/config.h, Config::Span): 4 ranks,
+# each in a network namespace this test creates (emulated hosts, 10.233.0.0/24 exists only
+# inside them), must each find that the job spans hosts (recursive doubling up to 16 KiB,
+# halving-doubling above) and all-reduce correctly across the threshold; the same 4 ranks
+# on loopback must find one host (32 KiB). A rank that found otherwise than the others
+# would send another algorithm in its op header and the job would fail, named.
+# Needs root and iproute2; the emulated half is skipped (exit 77) without them.
+# Usage: netns_span_test.sh RINGREDUCE
+set -uo pipefail
+rr=$1
+dir=$(mktemp -d)
+fail() { echo "FAILED: $*"; exit 1; }
+check_out() {  # check_out WHAT FILE: every size present, no element wrong
+  local sizes
+  sizes=$(awk '/^ +[0-9]/ && $9 == 0 {print $1}' "$2" | tr '\n' ' ')
+  [ "$sizes" = "4096 8192 16384 32768 65536 " ] || { cat "$2"; fail "$1: sizes checked right: '$sizes'"; }
+}
+
+# One host: loopback.
+RR_LOG_LEVEL=info timeout 120 "$rr" bench -N 4 -b 4K -e 64K -f 2 -n 20 -w 2 >"$dir/lo" 2>&1 ||
+  { cat "$dir/lo"; fail "loopback bench exited non-zero"; }
+n=$(grep -c "the job's ranks share one host: auto takes recursive doubling up to 32 KiB" "$dir/lo")
+[ "$n" = 4 ] || { cat "$dir/lo"; fail "loopback: $n of 4 ranks found one host"; }
+check_out loopback "$dir/lo"
+echo "loopback: 4 of 4 ranks found one host (recursive doubling up to 32 KiB); 4-64 KiB right"
+
+if [ "$(id -u)" != 0 ] || ! command -v ip >/dev/null || ! ip netns add rrs-probe 2>/dev/null; then
+  echo "network namespaces unavailable (need root and iproute2): skipping the emulated hosts"
+  rm -rf "$dir"
+  exit 77
+fi
+ip netns del rrs-probe
+tag=rrs$$
+source "$(dirname "$0")/../scripts/netns_hosts.sh"
+cleanup() {
+  kill -9 $(jobs -p) 2>/dev/null
+  hosts_down "$tag" 4
+  rm -rf "$dir"
+}
+trap cleanup EXIT
+hosts_up "$tag" 4 10.233.0 || { echo "network namespaces unavailable"; exit 77; }
+pids=()
+for r in 0 1 2 3; do
+  ip netns exec "$tag-$r" env RR_RANK=$r RR_SIZE=4 RR_ADDR=10.233.0.1:29500 RR_SECRET=span-test \
+    RR_LOG_LEVEL=info RR_TIMEOUT_MS=20000 timeout --kill-after=5 120 "$rr" bench -b 4K -e 64K -f 2 -n 20 -w 2 \
+    >"$dir/ns.$r" 2>&1 &
+  pids+=($!)
+done
+for r in 0 1 2 3; do wait "${pids[$r]}" || { cat "$dir/ns.$r"; fail "rank $r in its namespace exited non-zero"; }; done
+for r in 0 1 2 3; do
+  grep -q "the job's ranks are on more than one host: auto takes recursive doubling up to 16 KiB" "$dir/ns.$r" ||
+    { cat "$dir/ns.$r"; fail "rank $r did not find the job on more than one host"; }
+done
+check_out "emulated hosts" "$dir/ns.0"
+echo "emulated hosts: 4 of 4 ranks found more than one host (recursive doubling up to 16 KiB, halving-doubling above); 4-64 KiB right"
