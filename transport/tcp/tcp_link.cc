@@ -154,8 +154,9 @@ bool TcpLink::progressRecv(Socket& s) {
     Stripe& st = s.recvs[s.recvHead % kMaxQueued];
     // A small frame comes whole in one recv, into a bounce buffer: its payload is copied
     // out once its frame header is checked (nothing lands in the receiver's memory before).
+    // With nothing read ahead, that recv asks for the bytes behind the frame too.
     const bool whole = st.moved == 0 && st.len <= kBounceBytes;
-    uint8_t bounce[kHeader + kBounceBytes];
+    uint8_t bounce[kHeader + kBounceBytes + kAheadBytes];
     uint8_t* dst;
     size_t want;
     if (whole) {
@@ -168,7 +169,18 @@ bool TcpLink::progressRecv(Socket& s) {
       dst = st.data + (st.moved - kHeader);
       want = st.len - (st.moved - kHeader);
     }
-    ssize_t got = want > 0 ? ::recv(s.fd.get(), dst, want, MSG_DONTWAIT) : 0;
+    ssize_t got = 0;
+    if (whole && s.aheadBytes() == 0) {
+      got = ::recv(s.fd.get(), bounce, want + kAheadBytes, MSG_DONTWAIT);
+      if (got > static_cast<ssize_t>(want)) {
+        s.aheadAt = 0;
+        s.aheadEnd = static_cast<size_t>(got) - want;
+        std::memcpy(s.ahead.data(), bounce + want, s.aheadEnd);
+        got = static_cast<ssize_t>(want);
+      }
+    } else if (want > 0) {
+      got = read(s, dst, want);
+    }
     if (want > 0 && got == 0)
       peerLost(fmt::format("{} closed the connection while this rank waited for {} from it", name_,
                            st.type == FrameType::kOpHeader ? "an op header" : "data"));
@@ -197,17 +209,34 @@ bool TcpLink::progressRecv(Socket& s) {
   return moved;
 }
 
+ssize_t TcpLink::read(Socket& s, uint8_t* dst, size_t want) {
+  if (s.aheadBytes() == 0) return ::recv(s.fd.get(), dst, want, MSG_DONTWAIT);
+  const size_t n = std::min(want, s.aheadBytes());
+  std::memcpy(dst, s.ahead.data() + s.aheadAt, n);
+  s.aheadAt += n;
+  if (s.aheadAt == s.aheadEnd) s.aheadAt = s.aheadEnd = 0;
+  return static_cast<ssize_t>(n);
+}
+
+bool TcpLink::takeAbortHeader(Socket& s, uint8_t* header) {
+  const size_t have = std::min(s.aheadBytes(), kHeader);
+  std::memcpy(header, s.ahead.data() + s.aheadAt, have);
+  if (have < kHeader &&
+      ::recv(s.fd.get(), header + have, kHeader - have, MSG_PEEK | MSG_DONTWAIT) != static_cast<ssize_t>(kHeader - have))
+    return false;
+  if (wire::get32(header) != static_cast<uint32_t>(FrameType::kAbort)) return false;
+  if (have > 0) read(s, header, have);
+  if (have < kHeader) ::recv(s.fd.get(), header + have, kHeader - have, MSG_DONTWAIT);
+  return true;
+}
+
 void TcpLink::peekIdle(Socket& s) {
   uint8_t header[kHeader];
-  ssize_t got = ::recv(s.fd.get(), header, kHeader, MSG_PEEK | MSG_DONTWAIT);
+  const bool abort = takeAbortHeader(s, header);
   s.readable = false;
   // A close seen here is not an error yet: the next send or receive on this socket reports
   // it, and only if the socket is needed again.
-  if (got == static_cast<ssize_t>(kHeader) &&
-      wire::get32(header) == static_cast<uint32_t>(FrameType::kAbort)) {
-    ::recv(s.fd.get(), header, kHeader, MSG_DONTWAIT);
-    readAbort(s, header);
-  }
+  if (abort) readAbort(s, header);
 }
 
 void TcpLink::checkFrame(Socket& s, const Stripe& st, const uint8_t* payload, size_t payloadBytes) {
@@ -228,8 +257,11 @@ void TcpLink::readAbort(Socket& s, const uint8_t* header, const uint8_t* have, s
   haveBytes = std::min<size_t>(haveBytes, len);
   std::string payload(len, '\0');
   if (haveBytes > 0) std::memcpy(payload.data(), have, haveBytes);
+  auto* rest = reinterpret_cast<uint8_t*>(payload.data());
+  if (len > haveBytes && s.aheadBytes() > 0)
+    haveBytes += static_cast<size_t>(read(s, rest + haveBytes, len - haveBytes));
   try {
-    if (len > haveBytes) recvAll(s.fd.get(), payload.data() + haveBytes, len - haveBytes, deadlineIn(1000), name_);
+    if (len > haveBytes) recvAll(s.fd.get(), rest + haveBytes, len - haveBytes, deadlineIn(1000), name_);
   } catch (const Error&) {
     fail(RR_ERR_PEER_LOST, "{} aborted without a readable reason", name_);
   }
@@ -248,12 +280,7 @@ void TcpLink::throwPendingAbort() {
   for (auto& s : sockets_) {
     if (s->recvHead < s->recvTail && s->recvs[s->recvHead % kMaxQueued].moved > 0) continue;
     uint8_t header[kHeader];
-    ssize_t got = ::recv(s->fd.get(), header, kHeader, MSG_PEEK | MSG_DONTWAIT);
-    if (got == static_cast<ssize_t>(kHeader) &&
-        wire::get32(header) == static_cast<uint32_t>(FrameType::kAbort)) {
-      ::recv(s->fd.get(), header, kHeader, MSG_DONTWAIT);
-      readAbort(*s, header);
-    }
+    if (takeAbortHeader(*s, header)) readAbort(*s, header);
   }
 }
 

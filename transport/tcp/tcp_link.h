@@ -24,8 +24,11 @@ class TcpLink final : public Link {
   static constexpr size_t kMinStripe = 64 * 1024;
   static constexpr size_t kMaxQueued = 64;  // messages in flight per direction
   // A frame up to this long is received in one recv, header and payload (through a bounce
-  // buffer on the stack), instead of two.
+  // buffer on the stack), instead of two; that recv also takes what follows the frame, up
+  // to kAheadBytes (the data behind an op header, the next op's header), kept for the next
+  // read of the socket.
   static constexpr size_t kBounceBytes = 4096;
+  static constexpr size_t kAheadBytes = 16 + kBounceBytes;
 
   // Takes the connected sockets (socket i carries stripe i) and registers them in `events`.
   // `name` describes the peer in messages ("rank 3 (left neighbour)").
@@ -61,6 +64,11 @@ class TcpLink final : public Link {
     uint64_t sendHead = 0, sendTail = 0;  // queue of stripes: [head, tail)
     uint64_t recvHead = 0, recvTail = 0;
     bool readable = true;   // set by epoll; a peek is due
+    // Bytes of the stream read past a small frame, [aheadAt, aheadEnd): every read of this
+    // socket (read(), takeAbortHeader()) takes them before the socket's.
+    std::array<uint8_t, kAheadBytes> ahead{};
+    size_t aheadAt = 0, aheadEnd = 0;
+    size_t aheadBytes() const { return aheadEnd - aheadAt; }
   };
   struct Direction {
     uint64_t posted = 0;
@@ -73,6 +81,11 @@ class TcpLink final : public Link {
   bool progressSend(Socket& s);
   bool progressRecv(Socket& s);
   void peekIdle(Socket& s);
+  // Up to `want` bytes of the stream: those read ahead first, else one recv (its result).
+  ssize_t read(Socket& s, uint8_t* dst, size_t want);
+  // Whether the next frame (at a frame boundary) is an abort frame; if so its header is
+  // taken from the stream into `header`.
+  bool takeAbortHeader(Socket& s, uint8_t* header);
   // An abort frame's payload: `have` holds its first bytes where a recv took them already.
   [[noreturn]] void readAbort(Socket& s, const uint8_t* header, const uint8_t* have = nullptr,
                               size_t haveBytes = 0);
