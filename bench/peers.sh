@@ -15,6 +15,8 @@
 #   ringreduce-spin50 then shows the same run with RR_SPIN_US=50. ringreduce-ring is the
 #   run with RR_ALGO=ring (auto picks recursive doubling for small buckets);
 #   ringreduce-progress the run with RR_INLINE_BLOCKING=0 (every pass on the progress thread).
+#   Every tool's ranks are bound as mpirun binds Open MPI's by default (1 or 2 ranks: one
+#   core each; more: unbound), so that two ranks never share a core by the scheduler's whim.
 # Needs root (namespaces), mpicc/mpirun (openmpi-bin, libopenmpi-dev), libgloo-dev, iperf3.
 set -uo pipefail
 build=$(cd "${1:?usage: peers.sh BUILD_DIR [MAX_BYTES] [RATE] [BEFORE_BUILD_DIR]}" && pwd)
@@ -38,18 +40,21 @@ mpicc -O2 -o "$out/mpi_allreduce" "$here/mpi_allreduce.c" || exit 1
 g++ -O2 -std=c++17 -o "$out/gloo_allreduce" "$here/gloo_allreduce.cc" -lgloo -lpthread || exit 1
 echo "# $(date -u +%Y-%m-%dT%H:%MZ) $(nproc) cores, $iters timed iterations per size; ringreduce $(git -C "$here" rev-parse --short HEAD 2>/dev/null)"
 
+# Where ranks run: as mpirun binds them by default (Open MPI 4: each of 1 or 2 ranks to a
+# core, 3 and more on one package unbound), every tool's ranks here are bound alike:
+# `bind R N` prints the taskset prefix for rank R of N.
+bind() { [ "$2" -le 2 ] && [ "$2" -le "$(nproc)" ] && echo "taskset -c $1"; }
+
 # NAME.CASE files hold "bytes time_us busbw [WRONG]" lines.
-ours() {  # ours NAME CASE N RINGREDUCE [ns]
-  local name=$1 case=$2 n=$3 bin=$4 ns=${5:-}
-  if [ -z "$ns" ]; then
-    "$bin" bench -N "$n" -b 1K -e "$max" -f 4 -n "$iters" -w 3 2>"$res/$name.$case.err" |
-      awk '/^ +[0-9]/ {print $1, $6, $8, ($9 == 0 ? "" : "WRONG")}' >"$res/$name.$case"
-    return
-  fi
-  local port=$((29700 + RANDOM % 200)) pids=()
+ours() {  # ours NAME CASE N RINGREDUCE [ns]: each rank started here (bound as above)
+  local name=$1 case=$2 n=$3 bin=$4 ns=${5:-} r
+  local port=$((29700 + RANDOM % 200)) pids=() addr=127.0.0.1
+  [ -n "$ns" ] && addr=10.232.0.1
   for ((r = 0; r < n; ++r)); do
-    ip netns exec "$tag-$r" env RR_RANK=$r RR_SIZE=$n RR_LOCAL_SIZE=$n RR_ADDR=10.232.0.1:$port RR_SECRET=peers \
-      timeout 900 "$bin" bench -b 1K -e "$max" -f 4 -n "$iters" -w 3 >"$res/$name.$case.$r" 2>&1 &
+    local netns=()
+    [ -n "$ns" ] && netns=(ip netns exec "$tag-$r")
+    "${netns[@]}" env RR_RANK=$r RR_SIZE=$n RR_LOCAL_SIZE=$n RR_ADDR=$addr:$port RR_SECRET=peers \
+      timeout 900 $(bind $r $n) "$bin" bench -b 1K -e "$max" -f 4 -n "$iters" -w 3 >"$res/$name.$case.$r" 2>&1 &
     pids+=($!)
   done
   for p in "${pids[@]}"; do wait "$p"; done
@@ -72,7 +77,7 @@ gloo() {  # gloo NAME CASE N ALGO [ns]
   local name=$1 case=$2 n=$3 algo=$4 ns=${5:-} store
   store=$(mktemp -d -p "$out")
   if [ -z "$ns" ]; then
-    timeout 900 "$rr" run -n "$n" -- "$out/gloo_allreduce" "$algo" "$store" 1024 "$max" "$iters" 3 \
+    timeout 900 "$rr" run -n "$n" --bind-to auto -- "$out/gloo_allreduce" "$algo" "$store" 1024 "$max" "$iters" 3 \
       >"$res/$name.$case.raw" 2>"$res/$name.$case.err"
     sed -n 's/^\[0\] //p' "$res/$name.$case.raw" >"$res/$name.$case"
     return
@@ -80,7 +85,7 @@ gloo() {  # gloo NAME CASE N ALGO [ns]
   local pids=()
   for ((r = 0; r < n; ++r)); do
     ip netns exec "$tag-$r" env RR_RANK=$r RR_SIZE=$n GLOO_HOST=10.232.0.$((r + 1)) \
-      timeout 900 "$out/gloo_allreduce" "$algo" "$store" 1024 "$max" "$iters" 3 >"$res/$name.$case.$r" 2>>"$res/$name.$case.err" &
+      timeout 900 $(bind $r $n) "$out/gloo_allreduce" "$algo" "$store" 1024 "$max" "$iters" 3 >"$res/$name.$case.$r" 2>>"$res/$name.$case.err" &
     pids+=($!)
   done
   for p in "${pids[@]}"; do wait "$p"; done

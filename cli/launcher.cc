@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <openssl/rand.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -135,7 +136,39 @@ bool startedByLauncher() {
   return false;
 }
 
+std::vector<int> allowedCpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  std::vector<int> cpus;
+  if (::sched_getaffinity(0, sizeof set, &set) != 0) return cpus;
+  for (int c = 0; c < CPU_SETSIZE; ++c)
+    if (CPU_ISSET(c, &set)) cpus.push_back(c);
+  return cpus;
+}
+
+bool parseBind(const std::string& word, int ranks, Bind& bind, std::string& error) {
+  const size_t cpus = allowedCpus().size();
+  if (word == "none") {
+    bind = Bind::kNone;
+  } else if (word == "auto") {
+    // Open MPI's mpirun binds each of 1 or 2 ranks to a core by default (to a package from
+    // 3, which on one package is no binding; none when oversubscribed).
+    bind = ranks <= 2 && static_cast<size_t>(ranks) <= cpus ? Bind::kCore : Bind::kNone;
+  } else if (word == "core") {
+    if (static_cast<size_t>(ranks) > cpus) {
+      error = fmt::format("--bind-to core needs a CPU per rank: {} ranks, {} CPUs allowed", ranks, cpus);
+      return false;
+    }
+    bind = Bind::kCore;
+  } else {
+    error = fmt::format("--bind-to '{}' is not core, none or auto", word);
+    return false;
+  }
+  return true;
+}
+
 int launch(const LaunchOptions& o) {
+  const std::vector<int> cpus = o.bind == Bind::kCore ? allowedCpus() : std::vector<int>{};
   const std::string addr = fmt::format("127.0.0.1:{}", freePort());
   const std::string secret = freshSecret();
   std::vector<Rank> ranks(static_cast<size_t>(o.ranks));
@@ -169,6 +202,14 @@ int launch(const LaunchOptions& o) {
       ::setenv("RR_SECRET", secret.c_str(), 1);
       ::setenv("RR_LOCAL_RANK", std::to_string(r).c_str(), 1);
       ::setenv("RR_LOCAL_SIZE", std::to_string(o.ranks).c_str(), 1);
+      if (static_cast<size_t>(r) < cpus.size()) {
+        cpu_set_t one;
+        CPU_ZERO(&one);
+        CPU_SET(cpus[static_cast<size_t>(r)], &one);
+        if (::sched_setaffinity(0, sizeof one, &one) != 0)
+          std::fprintf(stderr, "ringreduce run: rank %d: binding to CPU %d: %s\n", r, cpus[static_cast<size_t>(r)],
+                       std::strerror(errno));
+      }
       ::execvp(argv[0], argv.data());
       std::fprintf(stderr, "ringreduce run: cannot start '%s': %s\n", argv[0], std::strerror(errno));
       std::_Exit(127);

@@ -14,11 +14,24 @@
 
 namespace rr::cli {
 
+// Where each rank may run: anywhere (kNone), or rank r on the r-th CPU this launcher may run
+// on (kCore, as mpirun's --bind-to core; the caller checks that there are enough).
+enum class Bind { kNone, kCore };
+
 struct LaunchOptions {
   int ranks = 1;
   std::vector<std::string> argv;  // program and its arguments
   bool prefixOutput = true;       // false: ranks write straight to our stdout/stderr
+  Bind bind = Bind::kNone;
 };
+
+// The CPUs this process may run on (its affinity mask), in order.
+std::vector<int> allowedCpus();
+
+// `--bind-to` as the commands take it: "core", "none", or "auto" (bench's default; run's is
+// none): core when 1 or 2 ranks fit the CPUs, as mpirun binds by default, else none. Returns false, with a message
+// in `error`, for another word or for core with more ranks than CPUs.
+bool parseBind(const std::string& word, int ranks, Bind& bind, std::string& error);
 
 // Returns the exit status for this process: 0 if every rank succeeded, else the first
 // failed rank's exit status (128 + signal if it was killed).

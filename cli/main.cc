@@ -35,9 +35,18 @@ std::vector<std::string> rankArgs(int argc, char** argv) {
 // program on is passed through untouched, options that look like ours included.
 int runCommand(int argc, char** argv) {
   int ranks = 0;
+  std::string bindTo = "none";
   int i = 2;
   for (; i < argc; ++i) {
     std::string a = argv[i];
+    if (a == "--bind-to" && i + 1 < argc) {
+      bindTo = argv[++i];
+      continue;
+    }
+    if (a.rfind("--bind-to=", 0) == 0) {
+      bindTo = a.substr(10);
+      continue;
+    }
     if ((a == "-n" || a == "--np") && i + 1 < argc) {
       a = argv[++i];
     } else if (a.rfind("-n", 0) == 0 && a.size() > 2 && a[2] != '-') {
@@ -48,14 +57,15 @@ int runCommand(int argc, char** argv) {
       ++i;
       break;
     } else if (a.size() > 1 && a[0] == '-' && a != "-h" && a != "--help") {
-      std::fprintf(stderr, "ringreduce run: unknown option '%s' (usage: ringreduce run -n N [--] PROGRAM ARGS...)\n",
+      std::fprintf(stderr, "ringreduce run: unknown option '%s' (usage: ringreduce run -n N [--bind-to core|none|auto] [--] PROGRAM ARGS...)\n",
                    a.c_str());
       return 2;
     } else if (a == "-h" || a == "--help") {
-      std::printf("usage: ringreduce run -n N [--] PROGRAM ARGS...\n"
+      std::printf("usage: ringreduce run -n N [--bind-to core|none|auto] [--] PROGRAM ARGS...\n"
                   "Starts N ranks of PROGRAM on this host with RR_RANK, RR_SIZE, RR_ADDR and a\n"
                   "fresh RR_SECRET; prefixes their output with [rank]; stops them all when one\n"
-                  "fails and exits with its status.\n");
+                  "fails and exits with its status. --bind-to core: rank r runs on the r-th CPU\n"
+                  "allowed (auto: so for 1 or 2 ranks, as mpirun; default none).\n");
       return 0;
     } else {
       break;
@@ -69,10 +79,15 @@ int runCommand(int argc, char** argv) {
     ranks = static_cast<int>(v);
   }
   if (ranks == 0 || i >= argc) {
-    std::fprintf(stderr, "usage: ringreduce run -n N [--] PROGRAM ARGS...\n");
+    std::fprintf(stderr, "usage: ringreduce run -n N [--bind-to core|none|auto] [--] PROGRAM ARGS...\n");
     return 2;
   }
-  return rr::cli::launch({ranks, std::vector<std::string>(argv + i, argv + argc), true});
+  rr::cli::Bind bind;
+  if (std::string error; !rr::cli::parseBind(bindTo, ranks, bind, error)) {
+    std::fprintf(stderr, "ringreduce run: %s\n", error.c_str());
+    return 2;
+  }
+  return rr::cli::launch({ranks, std::vector<std::string>(argv + i, argv + argc), true, bind});
 }
 
 }  // namespace
@@ -105,6 +120,11 @@ int main(int argc, char** argv) {
               "buffers in GPU memory (GPU = local rank modulo the GPU count); results are "
               "checked after copying them back");
   b->add_option("--format", bench.format, "table or json")->capture_default_str()->check(CLI::IsMember({"table", "json"}));
+  std::string bindTo = "auto";
+  b->add_option("--bind-to", bindTo,
+                "with -N: core (rank r on the r-th CPU allowed), none, or auto: core for 1 or 2 "
+                "ranks, as mpirun binds by default")
+      ->capture_default_str()->check(CLI::IsMember({"auto", "core", "none"}));
 
   app.add_subcommand("run", "start N ranks of a program on this host: run -n N [--] PROGRAM ARGS...");
 
@@ -158,7 +178,12 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (!local) return rr::cli::runBench(bench);
+  rr::cli::Bind bind;
+  if (std::string error; !rr::cli::parseBind(bindTo, ranks, bind, error)) {
+    std::fprintf(stderr, "ringreduce bench: %s\n", error.c_str());
+    return 2;
+  }
   std::vector<std::string> args = rankArgs(argc, argv);
   if (!*b) args.push_back("bench");
-  return rr::cli::launch({ranks, args, false});
+  return rr::cli::launch({ranks, args, false, bind});
 }

@@ -183,7 +183,8 @@ Config Config::load(const rr_config_t* o) {
       const int cores = usableCores();
       if (local > cores) {
         c.spinUs = 0;
-        c.spinSource = fmt::format("off: {}={} ranks on this host outnumber its {} cores", name, local, cores);
+        c.spinSource = fmt::format("off: {}={} ranks on this host outnumber the {} cores this process may use",
+                                   name, local, cores);
       }
       break;
     }

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The CLI as a user meets it: bench tables and JSON with #wrong = 0 for every collective,
-# `run` prefixing lines and passing on the status of a failed rank, `info`, `bench --device`.
+# `run` prefixing lines and passing on the status of a failed rank, binding ranks to CPUs,
+# `info`, `bench --device`.
 set -euo pipefail
 rr=$1
 t() { timeout --kill-after=5 120 "$@"; }
@@ -18,6 +19,20 @@ python3 -c 'import json,sys; d=json.loads(sys.argv[1]); assert d["wrong"]==0 and
 out=$(t "$rr" run -n 2 -- sh -c 'echo hello from $RR_RANK of $RR_SIZE')
 grep -qx '\[0\] hello from 0 of 2' <<<"$out"
 grep -qx '\[1\] hello from 1 of 2' <<<"$out"
+# --bind-to: core puts rank r on the r-th CPU this process may use; run's default leaves
+# each rank every CPU; more ranks than CPUs with core is a usage error naming both.
+mine=$(python3 -c 'import os; print(",".join(map(str, sorted(os.sched_getaffinity(0)))))')
+first=$(python3 -c 'import os; print(sorted(os.sched_getaffinity(0))[0])')
+out=$(t "$rr" run -n 1 --bind-to core -- python3 -c 'import os; print(sorted(os.sched_getaffinity(0)))')
+grep -qx "\[0\] \[$first\]" <<<"$out" || { echo "$out"; echo "rank 0 not bound to CPU $first"; exit 1; }
+out=$(t "$rr" run -n 1 -- python3 -c 'import os; print(",".join(map(str, sorted(os.sched_getaffinity(0)))))')
+grep -qx "\[0\] $mine" <<<"$out" || { echo "$out"; echo "run bound a rank by default"; exit 1; }
+cpus=$(python3 -c 'import os; print(len(os.sched_getaffinity(0)))')
+set +e
+err=$(t "$rr" run -n $((cpus + 1)) --bind-to core -- true 2>&1); status=$?
+set -e
+[ $status = 2 ] && grep -q "needs a CPU per rank: $((cpus + 1)) ranks, $cpus CPUs allowed" <<<"$err" ||
+  { echo "$err"; echo "--bind-to core with too many ranks: status $status"; exit 1; }
 set +e
 start=$(date +%s)
 t "$rr" run -n 3 -- sh -c 'if [ "$RR_RANK" = 1 ]; then exit 7; fi; sleep 60'
@@ -91,16 +106,17 @@ for r in 0 1; do
 done
 rm -rf "$dir"
 # RR_PHASES=1: every rank prints where a collective's time went, per bucket size. The spin
-# is on by default while this host's ranks fit its cores, off (logged) when they outnumber
-# them (one core here: taskset), and RR_SPIN_US is checked like every variable.
-out=$(RR_PHASES=1 RR_LOG_LEVEL=info t "$rr" bench -N 2 -b 4K -e 16K -f 4 -n 30 -w 2 2>&1)
+# is on by default while this host's ranks fit the cores a rank may use (unbound here), off
+# (logged) when they outnumber them (one core here: taskset; also each rank bound to a core
+# of its own, as bench -N binds 2 ranks), and RR_SPIN_US is checked like every variable.
+out=$(RR_PHASES=1 RR_LOG_LEVEL=info t "$rr" bench -N 2 --bind-to none -b 4K -e 16K -f 4 -n 30 -w 2 2>&1)
 for r in 0 1; do
   grep -q "ringreduce phases, rank $r of 2" <<<"$out" || { echo "$out"; echo "no phases from rank $r"; exit 1; }
 done
 [ "$(grep -cE '^ +(4096|16384) \| +[0-9.]+ \|' <<<"$out")" = 4 ] || { echo "$out"; echo "phase rows missing"; exit 1; }
 grep -q "RR_SPIN_US=50 (default)" <<<"$out" || [ "$(nproc)" -lt 2 ] || { echo "spin not on by default"; exit 1; }
 out=$(RR_LOG_LEVEL=info t taskset -c 0 "$rr" bench -N 2 -b 4K -e 4K -n 5 -w 1 2>&1)
-grep -q "RR_SPIN_US=0 (off: RR_LOCAL_SIZE=2 ranks on this host outnumber its 1 cores)" <<<"$out" ||
+grep -q "RR_SPIN_US=0 (off: RR_LOCAL_SIZE=2 ranks on this host outnumber the 1 cores this process may use)" <<<"$out" ||
   { echo "$out"; echo "spin not off with 2 ranks on 1 core"; exit 1; }
 grep -q "# Out of bounds values : 0 OK" <<<"$out"
 out=$(RR_SPIN_US=-1 t "$rr" bench -N 2 -b 4K -e 4K -n 1 2>&1) && { echo "RR_SPIN_US=-1 accepted"; exit 1; }
