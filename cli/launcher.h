@@ -29,8 +29,9 @@ struct LaunchOptions {
 std::vector<int> allowedCpus();
 
 // `--bind-to` as the commands take it: "core", "none", or "auto" (bench's default; run's is
-// none): core when 1 or 2 ranks fit the CPUs, as mpirun binds by default, else none. Returns false, with a message
-// in `error`, for another word or for core with more ranks than CPUs.
+// none): core when 1 or 2 ranks fit the CPUs, as mpirun binds by default, else none.
+// Returns false, with a message in `error`, for another word or for core with more ranks
+// than CPUs.
 bool parseBind(const std::string& word, int ranks, Bind& bind, std::string& error);
 
 // Returns the exit status for this process: 0 if every rank succeeded, else the first

@@ -12,9 +12,9 @@
 // After the ring is connected, each rank sends rank 0 a status, and after a success its
 // links' traits (u32; bit 0, kTraitLargeFrames: every link of the rank prefers large
 // frames; bit 1, kTraitOneHost: every peer the rank connected to published the same IP as
-// the rank itself); rank 0 answers every rank with the first failure, or with success and the
-// traits every rank has (the AND of all, rank 0's own included) (bootstrap.cc); then the
-// connection carries the stall monitor's reports (stall_monitor.h).
+// the rank itself); rank 0 answers every rank with the first failure, or with success and
+// the traits every rank has (the AND of all, rank 0's own included) (bootstrap.cc); then
+// the connection carries the stall monitor's reports (stall_monitor.h).
 #pragma once
 
 #include <cstdint>
