@@ -53,7 +53,7 @@ ours() {  # ours NAME CASE N RINGREDUCE [ns]: each rank started here (bound as a
   for ((r = 0; r < n; ++r)); do
     local netns=()
     [ -n "$ns" ] && netns=(ip netns exec "$tag-$r")
-    "${netns[@]}" env RR_RANK=$r RR_SIZE=$n RR_LOCAL_SIZE=$n RR_ADDR=$addr:$port RR_SECRET=peers \
+    "${netns[@]}" env RR_RANK=$r RR_SIZE=$n RR_LOCAL_SIZE=$n RR_LOCAL_CPUS=$(nproc) RR_ADDR=$addr:$port RR_SECRET=peers \
       timeout 900 $(bind $r $n) "$bin" bench -b 1K -e "$max" -f 4 -n "$iters" -w 3 >"$res/$name.$case.$r" 2>&1 &
     pids+=($!)
   done

@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -168,7 +169,10 @@ bool parseBind(const std::string& word, int ranks, Bind& bind, std::string& erro
 }
 
 int launch(const LaunchOptions& o) {
-  const std::vector<int> cpus = o.bind == Bind::kCore ? allowedCpus() : std::vector<int>{};
+  const std::vector<int> allowed = allowedCpus();
+  const std::vector<int> cpus = o.bind == Bind::kCore ? allowed : std::vector<int>{};
+  // What the ranks share, whether each is bound to one of them or not (the spin's rule).
+  const std::string sharedCpus = std::to_string(std::max<size_t>(1, allowed.size()));
   const std::string addr = fmt::format("127.0.0.1:{}", freePort());
   const std::string secret = freshSecret();
   std::vector<Rank> ranks(static_cast<size_t>(o.ranks));
@@ -202,6 +206,7 @@ int launch(const LaunchOptions& o) {
       ::setenv("RR_SECRET", secret.c_str(), 1);
       ::setenv("RR_LOCAL_RANK", std::to_string(r).c_str(), 1);
       ::setenv("RR_LOCAL_SIZE", std::to_string(o.ranks).c_str(), 1);
+      ::setenv("RR_LOCAL_CPUS", sharedCpus.c_str(), 1);
       if (static_cast<size_t>(r) < cpus.size()) {
         cpu_set_t one;
         CPU_ZERO(&one);

@@ -1,11 +1,12 @@
 // The local launcher behind `ringreduce run` and `ringreduce bench -N`: starts N ranks of a
-// program on this host with RR_RANK, RR_SIZE, RR_ADDR (a free port on 127.0.0.1) and a fresh
-// RR_SECRET, prefixes each output line with its rank, and, as mpirun does, stops the other
-// ranks when one fails and exits with the failed rank's status. Each rank runs in a process
-// group of its own, signalled as a group, so what a rank started (a wrapper script's
-// children) ends with the job; a rank's leftovers are stopped when the job ends. The
-// launcher ignores SIGPIPE (`run ... | head -1` does not orphan the ranks): output that
-// cannot be written is dropped.
+// program on this host with RR_RANK, RR_SIZE, RR_ADDR (a free port on 127.0.0.1), a fresh
+// RR_SECRET, RR_LOCAL_RANK, RR_LOCAL_SIZE and RR_LOCAL_CPUS (how many CPUs the launcher may
+// use, which the ranks share), prefixes each output line with its rank, and, as mpirun
+// does, stops the other ranks when one fails and exits with the failed rank's status. Each
+// rank runs in a process group of its own, signalled as a group, so what a rank started (a
+// wrapper script's children) ends with the job; a rank's leftovers are stopped when the job
+// ends. The launcher ignores SIGPIPE (`run ... | head -1` does not orphan the ranks):
+// output that cannot be written is dropped.
 #pragma once
 
 #include <cstdint>

@@ -180,11 +180,16 @@ Config Config::load(const rr_config_t* o) {
       const char* v = env(name);
       if (v == nullptr) continue;
       const int64_t local = parseInt(name, v, 1, 1 << 20);
-      const int cores = usableCores();
+      // The cores the ranks share: the launcher's (RR_LOCAL_CPUS, set by ringreduce run and
+      // bench -N, which may bind each rank to one of them), else this process's.
+      const char* shared = env("RR_LOCAL_CPUS");
+      const int64_t cores = shared != nullptr ? parseInt("RR_LOCAL_CPUS", shared, 1, 1 << 20) : usableCores();
       if (local > cores) {
         c.spinUs = 0;
-        c.spinSource = fmt::format("off: {}={} ranks on this host outnumber the {} cores this process may use",
-                                   name, local, cores);
+        c.spinSource = shared != nullptr
+                           ? fmt::format("off: {}={} ranks on this host outnumber RR_LOCAL_CPUS={}", name, local, cores)
+                           : fmt::format("off: {}={} ranks on this host outnumber the {} cores this process may use",
+                                         name, local, cores);
       }
       break;
     }

@@ -26,7 +26,8 @@
 //                           thread between and inside collectives) looks before it sleeps;
 //                           default 50, or 0 when this host's ranks (RR_LOCAL_SIZE,
 //                           OMPI_COMM_WORLD_LOCAL_SIZE, LOCAL_WORLD_SIZE, MPI_LOCALNRANKS)
-//                           outnumber its cores
+//                           outnumber the cores they share (RR_LOCAL_CPUS, else the cores
+//                           this process may use)
 //   RR_ALGO                 the all-reduce's algorithm: ring, rd (recursive doubling), hd
 //                           (halving-doubling; the ring at n = 2, where they are the same
 //                           exchanges) or auto (default: rd up to rdMaxBytes(size, span),

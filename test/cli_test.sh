@@ -106,17 +106,17 @@ for r in 0 1; do
 done
 rm -rf "$dir"
 # RR_PHASES=1: every rank prints where a collective's time went, per bucket size. The spin
-# is on by default while this host's ranks fit the cores a rank may use (unbound here), off
-# (logged) when they outnumber them (one core here: taskset; also each rank bound to a core
-# of its own, as bench -N binds 2 ranks), and RR_SPIN_US is checked like every variable.
-out=$(RR_PHASES=1 RR_LOG_LEVEL=info t "$rr" bench -N 2 --bind-to none -b 4K -e 16K -f 4 -n 30 -w 2 2>&1)
+# is on by default while this host's ranks fit the cores they share (also when bench -N
+# binds each of them to one core), off (logged) when they outnumber them (one core here:
+# taskset), and RR_SPIN_US is checked like every variable.
+out=$(RR_PHASES=1 RR_LOG_LEVEL=info t "$rr" bench -N 2 -b 4K -e 16K -f 4 -n 30 -w 2 2>&1)
 for r in 0 1; do
   grep -q "ringreduce phases, rank $r of 2" <<<"$out" || { echo "$out"; echo "no phases from rank $r"; exit 1; }
 done
 [ "$(grep -cE '^ +(4096|16384) \| +[0-9.]+ \|' <<<"$out")" = 4 ] || { echo "$out"; echo "phase rows missing"; exit 1; }
 grep -q "RR_SPIN_US=50 (default)" <<<"$out" || [ "$(nproc)" -lt 2 ] || { echo "spin not on by default"; exit 1; }
 out=$(RR_LOG_LEVEL=info t taskset -c 0 "$rr" bench -N 2 -b 4K -e 4K -n 5 -w 1 2>&1)
-grep -q "RR_SPIN_US=0 (off: RR_LOCAL_SIZE=2 ranks on this host outnumber the 1 cores this process may use)" <<<"$out" ||
+grep -q "RR_SPIN_US=0 (off: RR_LOCAL_SIZE=2 ranks on this host outnumber RR_LOCAL_CPUS=1)" <<<"$out" ||
   { echo "$out"; echo "spin not off with 2 ranks on 1 core"; exit 1; }
 grep -q "# Out of bounds values : 0 OK" <<<"$out"
 out=$(RR_SPIN_US=-1 t "$rr" bench -N 2 -b 4K -e 4K -n 1 2>&1) && { echo "RR_SPIN_US=-1 accepted"; exit 1; }
