@@ -186,10 +186,9 @@ Config Config::load(const rr_config_t* o) {
       const int64_t cores = shared != nullptr ? parseInt("RR_LOCAL_CPUS", shared, 1, 1 << 20) : usableCores();
       if (local > cores) {
         c.spinUs = 0;
-        c.spinSource = shared != nullptr
-                           ? fmt::format("off: {}={} ranks on this host outnumber RR_LOCAL_CPUS={}", name, local, cores)
-                           : fmt::format("off: {}={} ranks on this host outnumber the {} cores this process may use",
-                                         name, local, cores);
+        const std::string what = shared != nullptr ? fmt::format("RR_LOCAL_CPUS={}", cores)
+                                                   : fmt::format("the {} cores this process may use", cores);
+        c.spinSource = fmt::format("off: {}={} ranks on this host outnumber {}", name, local, what);
       }
       break;
     }

@@ -102,7 +102,7 @@ class UcxWorker final : public EventTarget, public SleepGuard {
   void removeLink(const UcxLink* link);
 
  private:
-  void init(bool eagerOnly, bool tcp, bool copyOnly);
+  void init(bool eagerOnly, bool tcp, bool tcpOnly);
 
   ucp_context_h context_ = nullptr;
   ucp_worker_h worker_ = nullptr;

@@ -68,12 +68,12 @@ UcxWorker::UcxWorker() {
     peerHandling_ = !sharedOnly;
     ucp_worker_destroy(worker_);
     ucp_cleanup(context_);
-    init(sharedOnly && !ucxRendezvous, tcp, tcpOnly && std::getenv("UCX_ZCOPY_THRESH") == nullptr);
+    init(sharedOnly && !ucxRendezvous, tcp, tcpOnly);
   }
   pullCapable_ = sharedOnly && listHas(transports_, "cma") && !ucxRendezvous;
 }
 
-void UcxWorker::init(bool eagerOnly, bool tcp, bool copyOnly) {
+void UcxWorker::init(bool eagerOnly, bool tcp, bool tcpOnly) {
   ucp_params_t params{};
   params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_NAME;
   params.features = UCP_FEATURE_TAG | UCP_FEATURE_WAKEUP;
@@ -85,10 +85,11 @@ void UcxWorker::init(bool eagerOnly, bool tcp, bool copyOnly) {
   // on their way, and its assertion aborts this process (uct_iface.h:884 "comp->count > 0",
   // status Endpoint timeout): the kill test over UCX's tcp (RR_ALGO=rd) lost a survivor so
   // in 2 of 25 runs beside other tests, and in most runs beside a second kill test; with
-  // copies only, in none of 32. Copies cost UCX's tcp 10-25% of its busbw from 4 MiB here (bench/RESULTS.md,
-  // "UCX's tcp without zero copy"). Only where tcp is the one network transport (and
-  // UCX_ZCOPY_THRESH is not set): rc and the other RDMA transports keep their zero copy.
-  if (copyOnly) ucp_config_modify(config, "ZCOPY_THRESH", "inf");
+  // copies only, in none of 32. Copies cost UCX's tcp 10-17% of its busbw from 4 MiB here
+  // (bench/RESULTS.md, "UCX's tcp without zero copy"). Only where tcp is the one network
+  // transport (tcpOnly) and UCX_ZCOPY_THRESH is not set: rc and the other RDMA transports
+  // keep their zero copy.
+  if (tcpOnly && std::getenv("UCX_ZCOPY_THRESH") == nullptr) ucp_config_modify(config, "ZCOPY_THRESH", "inf");
   // UCX's keepalive (1.13) failed healthy tcp endpoints here with "Endpoint timeout" in
   // runs of 20 s; a peer that dies closes its sockets (seen at once), and one that hangs is
   // RR_TIMEOUT_MS's, named. UCX_KEEPALIVE_INTERVAL turns it back on.
