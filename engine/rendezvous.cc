@@ -21,10 +21,10 @@ using asio::ip::tcp;
 
 constexpr auto kHandshakeTime = std::chrono::seconds(5);  // per connection, endpoint included
 // Connections still in their handshake when the job forms (a rank started twice, a late
-// one, a hostile client) get this long to hear why they are turned away, as latecomers to
-// a failed job do: on a loaded machine a process took longer than 300 ms to answer the
-// challenge (a second rank 1 was reset so in a test). Rank 0's init waits for it only while
-// such a connection is open: a hostile client holds it up by at most this much.
+// one, a hostile client) get this long to finish it and hear why they are turned away, as
+// latecomers to a failed job do; those that have not by then are sent the reason unasked
+// (Session::tooLate). Rank 0's init waits for it only while such a connection is open: a
+// hostile client holds it up by at most this much.
 constexpr auto kDoneGrace = std::chrono::seconds(1);
 constexpr auto kFatalLinger = std::chrono::seconds(1);  // latecomers hear the reason
 
@@ -109,7 +109,12 @@ class Server {
     log_.warn("rendezvous: rejected connection from {}: {}", peer, why);
   }
 
-  void sessionStarted() { ++sessions_; }
+  void sessionStarted(std::weak_ptr<Session> s) {
+    ++sessions_;
+    if (open_.size() >= 2 * static_cast<size_t>(sessions_) + 64)  // a flood: forget the ended
+      std::erase_if(open_, [](const std::weak_ptr<Session>& w) { return w.expired(); });
+    open_.push_back(std::move(s));
+  }
   void sessionEnded() {
     if (--sessions_ == 0 && done_) io_.stop();
   }
@@ -117,6 +122,7 @@ class Server {
  private:
   void accept();
   void takeQueued();
+  void answerTheRest();
 
   // Stops accepting (done: every rank joined) or keeps answering (fatal) for `grace`,
   // then stops.
@@ -124,6 +130,10 @@ class Server {
     done_ = done_ || done;
     if (done) {
       takeQueued();
+      // The port stops listening now, not when the caller closes its copy after the
+      // verdicts: a rank that connects from here on is refused at once, rather than
+      // queued by the kernel and then reset.
+      ::shutdown(acceptor_.native_handle(), SHUT_RD);
       std::error_code ignored;
       acceptor_.close(ignored);
       if (sessions_ == 0) {
@@ -133,7 +143,9 @@ class Server {
     }
     wind_.expires_after(grace);
     wind_.async_wait([this](std::error_code e) {
-      if (!e) io_.stop();
+      if (e) return;
+      answerTheRest();
+      io_.stop();
     });
   }
 
@@ -151,6 +163,7 @@ class Server {
   int joined_ = 0;  // ranks other than 0
   bool done_ = false;
   int sessions_ = 0;
+  std::vector<std::weak_ptr<Session>> open_;  // every session started; those alive are open
   std::optional<Error> fatal_;
   int rejected_ = 0;
   std::string last_;
@@ -171,7 +184,7 @@ class Session : public std::enable_shared_from_this<Session> {
   }
 
   void start() {
-    server_.sessionStarted();
+    server_.sessionStarted(weak_from_this());
     auto self = shared_from_this();
     timer_.expires_after(kHandshakeTime);
     timer_.async_wait([self](std::error_code e) {
@@ -202,6 +215,7 @@ class Session : public std::enable_shared_from_this<Session> {
     const std::string why = server_.admit(hello_ok_);
     if (!why.empty()) return refuse(hs_.reply(RR_ERR_INVALID_ARGUMENT, why), why, RR_ERR_INVALID_ARGUMENT);
     claimed_ = true;
+    answered_ = true;
     out_ = hs_.reply(RR_SUCCESS, "");
     auto self = shared_from_this();
     asio::async_write(socket_, asio::buffer(out_), [self](std::error_code e, size_t) {
@@ -265,6 +279,7 @@ class Session : public std::enable_shared_from_this<Session> {
   // Sends the reply that says why (if there is one), then closes.
   void refuse(const std::string& reply, const std::string& why, rr_result_t code) {
     if (reply.empty()) return fail(why, code);
+    answered_ = true;
     out_ = reply;
     auto self = shared_from_this();
     asio::async_write(socket_, asio::buffer(out_), [self, why, code](std::error_code, size_t) {
@@ -272,6 +287,25 @@ class Session : public std::enable_shared_from_this<Session> {
     });
   }
 
+ public:
+  // The rendezvous is over (the job formed, or cannot) while this connection is still in
+  // its handshake (its process slow to answer the challenge, on a loaded machine): it is
+  // told why in the reply it waits for, not left to find its connection closed. The reply
+  // goes out without its hello, which the client sends before it reads the reply anyway.
+  void tooLate(const std::string& why) {
+    if (ended_) return;
+    if (!answered_) {
+      const int fd = socket_.native_handle();
+      char drop[256];  // unread input would turn the close into a reset that loses the reply
+      while (::recv(fd, drop, sizeof drop, MSG_DONTWAIT) > 0) {
+      }
+      const std::string reply = hs_.reply(RR_ERR_INVALID_ARGUMENT, why);
+      if (::send(fd, reply.data(), reply.size(), MSG_DONTWAIT | MSG_NOSIGNAL) > 0) ::shutdown(fd, SHUT_WR);
+    }
+    fail(why, RR_ERR_INVALID_ARGUMENT);
+  }
+
+ private:
   void fail(const std::string& why, rr_result_t code) {
     if (ended_) return;
     if (claimed_) server_.release(hello_ok_);
@@ -297,6 +331,7 @@ class Session : public std::enable_shared_from_this<Session> {
   uint8_t hello_[ServerHandshake::kHelloBytes] = {};
   Hello hello_ok_;
   bool claimed_ = false;
+  bool answered_ = false;  // a reply was queued: the client hears one, whatever follows
   bool ended_ = false;
   std::string out_;
   uint8_t head_[8] = {};
@@ -338,6 +373,18 @@ void Server::takeQueued() {
     }
     std::make_shared<Session>(*this, std::move(socket))->start();
   }
+}
+
+// When the wind-down ends: every connection still open is told why it is turned away.
+void Server::answerTheRest() {
+  const std::string why =
+      fatal_ ? std::string(fatal_->what())
+             : fmt::format("all {} ranks have already joined; this connection's handshake did not finish "
+                           "within {} ms of that (a rank started twice, or a late one?)",
+                           c_.size, std::chrono::duration_cast<std::chrono::milliseconds>(kDoneGrace).count());
+  for (auto& weak : open_)
+    if (auto s = weak.lock()) s->tooLate(why);
+  open_.clear();
 }
 
 }  // namespace

@@ -1,0 +1,95 @@
+// Rank 0's rendezvous (gatherRanks) as a rank started twice, or late, meets it: the job
+// forms while that connection is still in its handshake, or after the port closed.
+#include <catch2/catch.hpp>
+
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <spdlog/sinks/ostream_sink.h>
+#include <spdlog/spdlog.h>
+
+#include "engine/bootstrap_wire.h"
+#include "engine/config.h"
+#include "engine/rendezvous.h"
+#include "transport/error.h"
+#include "transport/handshake.h"
+#include "transport/socket.h"
+
+namespace {
+
+rr::Config rankZero(const rr::SockAddr& addr) {
+  rr::Config c;
+  c.rank = 0;
+  c.size = 2;
+  c.addr = addr.str();
+  c.secret = "rendezvous-test";
+  c.jobId = 0x7e57;
+  c.connectTimeoutMs = 10000;
+  return c;
+}
+
+}  // namespace
+
+TEST_CASE("a rank still in its handshake when the job forms is told why; one after it is refused") {
+  rr::Fd listener = rr::listenOn(rr::makeAddr("127.0.0.1", 0), SOMAXCONN);
+  const rr::SockAddr addr = rr::localAddr(listener.get());
+  const rr::Config c = rankZero(addr);
+  const rr::JobIdentity job{c.jobId, c.secret};
+  std::ostringstream logged;
+  spdlog::logger log("rendezvous-test", std::make_shared<spdlog::sinks::ostream_sink_mt>(logged));
+
+  std::vector<rr::Endpoint> table(2);
+  std::vector<rr::Fd> conns;
+  std::string failure;
+  std::thread rankZeroThread([&] {
+    try {
+      conns = rr::gatherRanks(c, listener.get(), table, rr::deadlineIn(10000), log);
+    } catch (const rr::Error& e) {
+      failure = e.what();
+    }
+  });
+
+  // A second rank 1 whose process is slow: connected, its challenge waiting unread.
+  rr::Fd slow = rr::connectTo(addr, rr::deadlineIn(5000), "rank 0");
+  pollfd p{slow.get(), POLLIN, 0};
+  REQUIRE(::poll(&p, 1, 5000) == 1);  // the challenge came: rank 0 holds a session for it
+
+  // Rank 1 joins: the job (of two) forms.
+  rr::Fd one = rr::connectTo(addr, rr::deadlineIn(5000), "rank 0");
+  rr::handshakeClient(one.get(), job, rr::Hello{rr::LinkRole::kBootstrap, 1, 2, 0, 0}, rr::deadlineIn(5000),
+                      "rank 0");
+  rr::sendEndpoint(one.get(), rr::Endpoint{"127.0.0.1", 4242}, rr::deadlineIn(5000), "rank 0");
+  rankZeroThread.join();  // after the grace given to the open session
+  REQUIRE(failure.empty());
+  REQUIRE(conns.size() == 2);
+  CHECK(conns[1]);
+  CHECK(table[1].port == 4242);
+
+  // Rank 0 still holds its listening socket (as it does while it sends the verdicts), but
+  // a rank that comes now is refused at once, not queued and then reset.
+  rr::Fd late(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  REQUIRE(late);
+  errno = 0;
+  CHECK(::connect(late.get(), addr.get(), addr.len) == -1);
+  CHECK(errno == ECONNREFUSED);
+
+  // The slow process answers its challenge at last, and hears why it is turned away.
+  std::string heard;
+  try {
+    rr::handshakeClient(slow.get(), job, rr::Hello{rr::LinkRole::kBootstrap, 1, 2, 0, 0}, rr::deadlineIn(5000),
+                        "rank 0");
+  } catch (const rr::Error& e) {
+    heard = e.what();
+  }
+  INFO(heard);
+  CHECK(heard.find("all 2 ranks have already joined") != std::string::npos);
+  CHECK(logged.str().find("rejected connection from 127.0.0.1:") != std::string::npos);
+}
