@@ -20,6 +20,9 @@
 #                                  when namespaces cannot be made
 #   hosts_link TAG R               the hub end of host R's link (to take it down)
 #   hosts_down TAG N               removes them (safe to call twice, or after a failed up)
+#   hosts_for_test TAG N SUBNET DIR  for a test: hosts_up, unshaped, with an EXIT trap that
+#                                  kills the test's jobs, removes the hosts and DIR; exits 77
+#                                  (skip) without root, iproute2 or namespaces
 
 hosts_link() { echo "${1}v$2"; }
 
@@ -67,4 +70,16 @@ hosts_down() {
   [ -n "$hosts_saved_allowed" ] && sysctl -qw net.ipv4.tcp_allowed_congestion_control="$hosts_saved_allowed"
   hosts_saved_allowed=
   return 0
+}
+
+hosts_for_test() {
+  local tag=$1 n=$2 subnet=$3 dir=$4
+  if [ "$(id -u)" != 0 ] || ! command -v ip >/dev/null; then
+    echo "network namespaces unavailable (need root and iproute2): skipping"
+    rm -rf "$dir"
+    exit 77
+  fi
+  # (expanded now: the trap runs after these locals are gone)
+  trap "kill -9 \$(jobs -p) 2>/dev/null; hosts_down '$tag' $n; rm -rf '$dir'" EXIT
+  hosts_up "$tag" "$n" "$subnet" || { echo "network namespaces unavailable: skipping"; exit 77; }
 }

@@ -7,21 +7,10 @@
 # Needs root and iproute2; skipped (exit 77) otherwise.
 set -uo pipefail
 check=$1
-if [ "$(id -u)" != 0 ] || ! command -v ip >/dev/null || ! ip netns add rrf-probe 2>/dev/null; then
-  echo "network namespaces unavailable (need root and iproute2): skipping"
-  exit 77
-fi
-ip netns del rrf-probe
-tag=rrf$$
 dir=$(mktemp -d)
 source "$(dirname "$0")/../scripts/netns_hosts.sh"
-cleanup() {
-  kill -9 $(jobs -p) 2>/dev/null
-  hosts_down "$tag" 4
-  rm -rf "$dir"
-}
-trap cleanup EXIT
-hosts_up "$tag" 4 10.231.0 || { echo "network namespaces unavailable"; exit 77; }
+tag=rrf$$
+hosts_for_test "$tag" 4 10.231.0 "$dir"
 pids=()
 for r in 0 1 2 3; do
   ip netns exec "$tag-$r" env RR_RANK=$r RR_SIZE=4 RR_ADDR=10.231.0.1:29500 \

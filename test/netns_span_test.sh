@@ -25,21 +25,9 @@ n=$(grep -c "the job's ranks share one host: auto takes recursive doubling up to
 check_out loopback "$dir/lo"
 echo "loopback: 4 of 4 ranks found one host (recursive doubling up to 32 KiB); 4-64 KiB right"
 
-if [ "$(id -u)" != 0 ] || ! command -v ip >/dev/null || ! ip netns add rrs-probe 2>/dev/null; then
-  echo "network namespaces unavailable (need root and iproute2): skipping the emulated hosts"
-  rm -rf "$dir"
-  exit 77
-fi
-ip netns del rrs-probe
-tag=rrs$$
 source "$(dirname "$0")/../scripts/netns_hosts.sh"
-cleanup() {
-  kill -9 $(jobs -p) 2>/dev/null
-  hosts_down "$tag" 4
-  rm -rf "$dir"
-}
-trap cleanup EXIT
-hosts_up "$tag" 4 10.233.0 || { echo "network namespaces unavailable"; exit 77; }
+tag=rrs$$
+hosts_for_test "$tag" 4 10.233.0 "$dir"
 pids=()
 for r in 0 1 2 3; do
   ip netns exec "$tag-$r" env RR_RANK=$r RR_SIZE=4 RR_ADDR=10.233.0.1:29500 RR_SECRET=span-test \
