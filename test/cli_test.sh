@@ -147,4 +147,14 @@ if [ "${RR_TRANSPORT:-}" = ucx ] && [ "${UCX_TLS:-}" = sm ] && grep -q "transpor
     grep -q "# Out of bounds values : 0 OK" <<<"$out" || { echo "$out"; echo "mixed links, RR_ALGO=$a"; exit 1; }
   done
 fi
+# Over UCX's tcp the transport picks both tcp segment sizes, or neither: a user who sets one
+# gets UCX's default for the other (before, the transport's 1 MiB beside a user's 2 MiB broke
+# UCX's rule and init failed), and a pair UCX refuses is named with the UCX_* variables.
+if [ "${RR_TRANSPORT:-}" = ucx ] && [ "${UCX_TLS:-}" = tcp ]; then
+  out=$(UCX_TCP_RX_SEG_SIZE=32K t "$rr" bench -N 2 -b 1M -e 1M -n 2 -w 1 2>&1)
+  grep -q "# Out of bounds values : 0 OK" <<<"$out" || { echo "$out"; echo "UCX_TCP_RX_SEG_SIZE alone"; exit 1; }
+  out=$(UCX_TCP_TX_SEG_SIZE=2M t "$rr" bench -N 2 -b 1M -e 1M -n 2 -w 1 2>&1) && { echo "TX 2M over RX 64K accepted"; exit 1; }
+  grep -q "ucp_worker_create failed: Invalid parameter (UCX's reason in its log line above; the UCX_\* variables: .*UCX_TCP_TX_SEG_SIZE=2M" <<<"$out" ||
+    { echo "$out"; echo "a refused UCX setting not named"; exit 1; }
+fi
 echo "cli ok"

@@ -2,11 +2,13 @@
 #include "transport/ucx/ucx_link.h"
 
 #include <sys/epoll.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <utility>
 
@@ -18,6 +20,15 @@ namespace {
 
 void check(ucs_status_t status, const char* call) {
   if (status != UCS_OK) fail(RR_ERR_SYSTEM, "UCX: {} failed: {}", call, ucs_status_string(status));
+}
+
+// The UCX_* variables in the environment ("UCX_TLS=tcp, UCX_TCP_TX_SEG_SIZE=2M"), the usual
+// cause when UCX refuses its own configuration; "none set" if there are none.
+std::string ucxVariables() {
+  std::string out;
+  for (char** e = environ; *e != nullptr; ++e)
+    if (std::string_view(*e).starts_with("UCX_")) out += (out.empty() ? "" : ", ") + std::string(*e);
+  return out.empty() ? "none set" : out;
 }
 
 std::string contextInfo(ucp_context_h context) {
@@ -100,10 +111,13 @@ void UcxWorker::init(bool eagerOnly, bool tcp, bool tcpOnly) {
   // GB/s busbw, 16 MiB 1.35 -> 2.01, 1 MiB the same within the noise (bench/RESULTS.md,
   // "Transports"). The buffers are per worker, grown 8 at a time: about 10 MiB per rank.
   // UCP passes a name it does not know to every transport that has it (only tcp's iface
-  // has these two), and warns when none has it: set only where UCX uses tcp.
-  if (tcp)
-    for (const auto& [name, value] : {std::pair{"TX_SEG_SIZE", "256K"}, std::pair{"RX_SEG_SIZE", "1M"}})
-      if (std::getenv(fmt::format("UCX_TCP_{}", name).c_str()) == nullptr) ucp_config_modify(config, name, value);
+  // has these two), and warns when none has it: set only where UCX uses tcp. Both or
+  // neither: a user's 2M for one beside our 1M for the other would break UCX's own rule
+  // (RX at least TX), so a user who sets one gets UCX's default for the other, as without us.
+  if (tcp && std::getenv("UCX_TCP_TX_SEG_SIZE") == nullptr && std::getenv("UCX_TCP_RX_SEG_SIZE") == nullptr) {
+    ucp_config_modify(config, "TX_SEG_SIZE", "256K");
+    ucp_config_modify(config, "RX_SEG_SIZE", "1M");
+  }
   const ucs_status_t st = ucp_init(&params, config, &context_);
   ucp_config_release(config);
   check(st, "ucp_init (check UCX_TLS and UCX_NET_DEVICES)");
@@ -112,7 +126,8 @@ void UcxWorker::init(bool eagerOnly, bool tcp, bool tcpOnly) {
   wp.thread_mode = UCS_THREAD_MODE_SERIALIZED;  // init's thread, then the progress thread
   if (ucs_status_t s = ucp_worker_create(context_, &wp, &worker_); s != UCS_OK) {
     ucp_cleanup(context_);
-    check(s, "ucp_worker_create");
+    fail(RR_ERR_SYSTEM, "UCX: ucp_worker_create failed: {} (UCX's reason in its log line above; the UCX_* "
+         "variables: {})", ucs_status_string(s), ucxVariables());
   }
 }
 
