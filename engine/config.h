@@ -24,7 +24,7 @@
 //   RR_LOG_LEVEL            trace, debug, info, warn (default), error, off
 //   RR_SPIN_US              how long a waiting thread (the caller in rr_wait, the progress
 //                           thread between and inside collectives) looks before it sleeps;
-//                           default 50, or 0 when this host's ranks (RR_LOCAL_SIZE,
+//                           default 200, or 0 when this host's ranks (RR_LOCAL_SIZE,
 //                           OMPI_COMM_WORLD_LOCAL_SIZE, LOCAL_WORLD_SIZE, MPI_LOCALNRANKS)
 //                           outnumber the cores they share (RR_LOCAL_CPUS, else the cores
 //                           this process may use)
@@ -80,7 +80,7 @@ struct Config {
   std::string algo = "auto";  // RR_ALGO: auto, ring or rd
   bool phases = false;
   bool inlineBlocking = true;  // RR_INLINE_BLOCKING
-  int spinUs = 50;
+  int spinUs = 200;
   std::string spinSource = "default";  // why spinUs has its value, for the log
   bool fakeDevice = false;
   bool testHoldByHostFunction = false;  // RR_TEST_HOLD_STREAM=host-function (stand-in only)

@@ -114,7 +114,7 @@ for r in 0 1; do
   grep -q "ringreduce phases, rank $r of 2" <<<"$out" || { echo "$out"; echo "no phases from rank $r"; exit 1; }
 done
 [ "$(grep -cE '^ +(4096|16384) \| +[0-9.]+ \|' <<<"$out")" = 4 ] || { echo "$out"; echo "phase rows missing"; exit 1; }
-grep -q "RR_SPIN_US=50 (default)" <<<"$out" || [ "$(nproc)" -lt 2 ] || { echo "spin not on by default"; exit 1; }
+grep -q "RR_SPIN_US=200 (default)" <<<"$out" || [ "$(nproc)" -lt 2 ] || { echo "spin not on by default"; exit 1; }
 out=$(RR_LOG_LEVEL=info t taskset -c 0 "$rr" bench -N 2 -b 4K -e 4K -n 5 -w 1 2>&1)
 grep -q "RR_SPIN_US=0 (off: RR_LOCAL_SIZE=2 ranks on this host outnumber RR_LOCAL_CPUS=1)" <<<"$out" ||
   { echo "$out"; echo "spin not off with 2 ranks on 1 core"; exit 1; }
