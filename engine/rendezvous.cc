@@ -197,6 +197,23 @@ class Session : public std::enable_shared_from_this<Session> {
                       });
   }
 
+  // The rendezvous is over (the job formed, or cannot) while this connection is still in
+  // its handshake (its process slow to answer the challenge, on a loaded machine): it is
+  // told why in the reply it waits for, not left to find its connection closed. The reply
+  // goes out without its hello, which the client sends before it reads the reply anyway.
+  void tooLate(const std::string& why) {
+    if (ended_) return;
+    if (out_.empty()) {
+      const int fd = socket_.native_handle();
+      char drop[256];  // unread input would turn the close into a reset that loses the reply
+      while (::recv(fd, drop, sizeof drop, MSG_DONTWAIT) > 0) {
+      }
+      const std::string reply = hs_.reply(RR_ERR_INVALID_ARGUMENT, why);
+      if (::send(fd, reply.data(), reply.size(), MSG_DONTWAIT | MSG_NOSIGNAL) > 0) ::shutdown(fd, SHUT_WR);
+    }
+    fail(why, RR_ERR_INVALID_ARGUMENT);
+  }
+
  private:
   void readHello() {
     auto self = shared_from_this();
@@ -215,7 +232,6 @@ class Session : public std::enable_shared_from_this<Session> {
     const std::string why = server_.admit(hello_ok_);
     if (!why.empty()) return refuse(hs_.reply(RR_ERR_INVALID_ARGUMENT, why), why, RR_ERR_INVALID_ARGUMENT);
     claimed_ = true;
-    answered_ = true;
     out_ = hs_.reply(RR_SUCCESS, "");
     auto self = shared_from_this();
     asio::async_write(socket_, asio::buffer(out_), [self](std::error_code e, size_t) {
@@ -279,7 +295,6 @@ class Session : public std::enable_shared_from_this<Session> {
   // Sends the reply that says why (if there is one), then closes.
   void refuse(const std::string& reply, const std::string& why, rr_result_t code) {
     if (reply.empty()) return fail(why, code);
-    answered_ = true;
     out_ = reply;
     auto self = shared_from_this();
     asio::async_write(socket_, asio::buffer(out_), [self, why, code](std::error_code, size_t) {
@@ -287,25 +302,6 @@ class Session : public std::enable_shared_from_this<Session> {
     });
   }
 
- public:
-  // The rendezvous is over (the job formed, or cannot) while this connection is still in
-  // its handshake (its process slow to answer the challenge, on a loaded machine): it is
-  // told why in the reply it waits for, not left to find its connection closed. The reply
-  // goes out without its hello, which the client sends before it reads the reply anyway.
-  void tooLate(const std::string& why) {
-    if (ended_) return;
-    if (!answered_) {
-      const int fd = socket_.native_handle();
-      char drop[256];  // unread input would turn the close into a reset that loses the reply
-      while (::recv(fd, drop, sizeof drop, MSG_DONTWAIT) > 0) {
-      }
-      const std::string reply = hs_.reply(RR_ERR_INVALID_ARGUMENT, why);
-      if (::send(fd, reply.data(), reply.size(), MSG_DONTWAIT | MSG_NOSIGNAL) > 0) ::shutdown(fd, SHUT_WR);
-    }
-    fail(why, RR_ERR_INVALID_ARGUMENT);
-  }
-
- private:
   void fail(const std::string& why, rr_result_t code) {
     if (ended_) return;
     if (claimed_) server_.release(hello_ok_);
@@ -331,9 +327,8 @@ class Session : public std::enable_shared_from_this<Session> {
   uint8_t hello_[ServerHandshake::kHelloBytes] = {};
   Hello hello_ok_;
   bool claimed_ = false;
-  bool answered_ = false;  // a reply was queued: the client hears one, whatever follows
   bool ended_ = false;
-  std::string out_;
+  std::string out_;  // the reply once one is queued (never empty then): the client hears one
   uint8_t head_[8] = {};
   std::string text_;
 };

@@ -58,7 +58,6 @@ void raiseFdLimit() {
   ::setrlimit(RLIMIT_NOFILE, &lim);
 }
 
-// The child: `honest` ranks 1..honest over `threads` threads, plus the hostile clients.
 // Reads what rank 0 still says (a rejection: one that stalls past the moment the job forms
 // is told why, see rendezvous.cc) until it closes the connection, which throws, as the
 // deadline does.
@@ -69,6 +68,7 @@ void raiseFdLimit() {
   }
 }
 
+// The child: `honest` ranks 1..honest over `threads` threads, plus the hostile clients.
 int clients(const rr::SockAddr& addr, const rr::JobIdentity& job, int size, int threads) {
   const int honest = size - 1;
   std::atomic<int> ok{0}, wrong{0};
@@ -142,7 +142,7 @@ int clients(const rr::SockAddr& addr, const rr::JobIdentity& job, int size, int 
       rr::handshakeClient(fd.get(), rr::JobIdentity{job.jobId, "not the secret"},
                           rr::Hello{rr::LinkRole::kBootstrap, 1, size, 0, 0}, rr::deadlineIn(10000), "rank 0");
     });
-    expectRefused([&] {  // half a handshake, then silence (cut off after 5 s)
+    expectRefused([&] {  // half a handshake, then silence (cut off after 5 s, or told why once the job formed)
       rr::Fd fd = rr::connectTo(addr, rr::deadlineIn(5000), "rank 0");  // refused once the job formed
       uint8_t challenge[rr::ServerHandshake::kChallengeBytes];
       rr::recvAll(fd.get(), challenge, sizeof challenge, rr::deadlineIn(10000), "rank 0");
