@@ -15,6 +15,8 @@
 #   ringreduce-spin50 then shows the same run with RR_SPIN_US=50. ringreduce-ring is the
 #   run with RR_ALGO=ring (auto picks recursive doubling for small buckets);
 #   ringreduce-progress the run with RR_INLINE_BLOCKING=0 (every pass on the progress thread).
+#   PEERS_ITERS (default 20) timed iterations per size; PEERS_KEEP=DIR keeps each round's
+#   raw results there.
 #   Every tool's ranks are bound as mpirun binds Open MPI's by default (1 or 2 ranks: one
 #   core each; more: unbound), so that two ranks never share a core by the scheduler's whim.
 # Needs root (namespaces), mpicc/mpirun (openmpi-bin, libopenmpi-dev), libgloo-dev, iperf3.
@@ -31,6 +33,8 @@ tag=rrp$$
 source "$here/../scripts/netns_hosts.sh"
 cleanup() {
   hosts_down "$tag" 4
+  # PEERS_KEEP=DIR keeps every round's raw results (each tool's output per case) there.
+  [ -n "${PEERS_KEEP:-}" ] && mkdir -p "$PEERS_KEEP" && cp -r "$out"/round* "$PEERS_KEEP"/
   rm -rf "$out"
 }
 trap cleanup EXIT
@@ -113,12 +117,8 @@ run_case() {  # run_case CASE N [ns]
 hosts=0
 if hosts_up "$tag" 4 10.232.0 "$rate"; then
   hosts=1
-  # This host on the bridge too (unshaped; only mpirun's PMIx server talks over it).
-  ip link add "${tag}r" type veth peer name "${tag}h"
-  ip link set "${tag}h" netns "$tag-hub"
-  ip -n "$tag-hub" link set "${tag}h" master br0 up
-  ip addr add 10.232.0.100/24 dev "${tag}r"
-  ip link set "${tag}r" up
+  # This host on the bridge too (only mpirun's PMIx server talks over it).
+  hosts_join "$tag" 10.232.0.100
   if command -v iperf3 >/dev/null; then
     ip netns exec "$tag-1" iperf3 -s -1 -D >/dev/null 2>&1
     sleep 0.5

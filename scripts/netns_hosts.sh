@@ -20,6 +20,9 @@
 #                                  when namespaces cannot be made
 #   hosts_link TAG R               the hub end of host R's link (to take it down)
 #   hosts_down TAG N               removes them (safe to call twice, or after a failed up)
+#   hosts_join TAG ADDR            puts this host on the bridge too, unshaped, as ADDR (a
+#                                  launcher's own traffic, e.g. mpirun's PMIx server); the
+#                                  link (TAG + "r") goes when hosts_down removes the hub
 #   hosts_for_test TAG N SUBNET DIR  for a test: hosts_up, unshaped, with an EXIT trap that
 #                                  kills the test's jobs, removes the hosts and DIR; exits 77
 #                                  (skip) without root, iproute2 or namespaces
@@ -47,6 +50,15 @@ hosts_up() {
       hosts_like_nics "$tag" "$ns" "$hub" || return 1
     fi
   done
+}
+
+hosts_join() {
+  local tag=$1 addr=$2
+  ip link add "${tag}r" type veth peer name "${tag}h" || return 1
+  ip link set "${tag}h" netns "$tag-hub"
+  ip -n "$tag-hub" link set "${tag}h" master br0 up
+  ip addr add "$addr/24" dev "${tag}r"
+  ip link set "${tag}r" up
 }
 
 hosts_saved_allowed=
