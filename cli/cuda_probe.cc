@@ -2,6 +2,7 @@
 // and how a caller's stream waits for a collective on the first of them.
 #include <cuda_runtime_api.h>
 
+#include <memory>
 #include <string>
 
 #include <fmt/format.h>
@@ -26,8 +27,11 @@ std::string cudaReport() {
   try {
     int current = 0;
     if (cudaGetDevice(&current) != cudaSuccess) current = 0;
+    const std::unique_ptr<rr::Device> device = rr::openCudaDevice(current);
     out += fmt::format("\nstream ordering on GPU {}: the caller's stream waits on the GPU by {}",
-                       current, rr::openCudaDevice(current)->streamWait());
+                       current, device->streamWait());
+    if (const std::string hazard = device->hazard(); !hazard.empty())
+      out += fmt::format("\nwarning: {}", hazard);
   } catch (const rr::DeviceError& e) {
     out += fmt::format("\nstream ordering: cannot open the GPU: {}", e.what());
   }

@@ -286,12 +286,15 @@ void Communicator::openDevice(int ordinal, const char* name) {
   }
   try {
     std::unique_ptr<Device> device =
-        config_.fakeDevice ? openFakeDevice(config_.testHoldByHostFunction) : openCudaDevice(ordinal);
+        config_.fakeDevice
+            ? openFakeDevice(config_.testHoldByHostFunction, config_.testLazyKernels ? std::max(1, config_.timeoutMs / 2) : 0)
+            : openCudaDevice(ordinal);
     if (engine_) engine_->attachDevice(device.get());
     streamOrder_ = std::make_unique<StreamOrder>(*device);
     device_ = std::move(device);
     log_->info("device buckets and streams on {}; the caller's stream waits on the GPU by {}",
                device_->describe(), device_->streamWait());
+    if (const std::string hazard = device_->hazard(); !hazard.empty()) log_->warn("{}", hazard);
   } catch (const DeviceError& e) {
     fail(RR_ERR_CUDA, "rank {}: opening GPU {}: {}", config_.rank, ordinal, e.what());
   }

@@ -223,6 +223,13 @@ Config Config::load(const rr_config_t* o) {
       fail(RR_ERR_INVALID_ARGUMENT, "RR_TEST_HOLD_STREAM=host-function needs RR_TEST_FAKE_DEVICE=1");
     c.testHoldByHostFunction = std::string_view(h) == "host-function";
   }
+  if (const char* k = env("RR_TEST_KERNEL_LOADING")) {
+    if (std::string_view(k) != "lazy" && std::string_view(k) != "at-open")
+      fail(RR_ERR_INVALID_ARGUMENT, "RR_TEST_KERNEL_LOADING='{}' is not lazy or at-open", k);
+    if (!c.fakeDevice && std::string_view(k) == "lazy")
+      fail(RR_ERR_INVALID_ARGUMENT, "RR_TEST_KERNEL_LOADING=lazy needs RR_TEST_FAKE_DEVICE=1");
+    c.testLazyKernels = std::string_view(k) == "lazy";
+  }
   return c;
 }
 
@@ -275,13 +282,14 @@ std::string Config::describe() const {
       "rank {} of {} ({}), RR_ADDR={}, RR_SECRET {}, RR_TIMEOUT_MS={}, RR_CONNECT_TIMEOUT_MS={}, "
       "RR_SOCKET_IFNAME={}, RR_TRANSPORT={}, "
       "RR_SOCKETS_PER_LINK={}, RR_SEGMENT_BYTES={}, RR_FUSION_BYTES={}, RR_STALL_WARN_S={}, "
-      "RR_TIMELINE={}, RR_LOG_LEVEL={}, RR_SPIN_US={} ({}), RR_ALGO={}, RR_INLINE_BLOCKING={}{}{}{}",
+      "RR_TIMELINE={}, RR_LOG_LEVEL={}, RR_SPIN_US={} ({}), RR_ALGO={}, RR_INLINE_BLOCKING={}{}{}{}{}",
       rank, size, rankSource, addr.empty() ? "(none)" : addr, secret.empty() ? "unset" : "set",
       timeoutMs, connectTimeoutMs, ifname.empty() ? "(route to rank 0)" : ifname, transport, socketsPerLink, segmentBytes,
       fusionBytes, stallWarnS, timeline.empty() ? "(off)" : timeline, logLevel, spinUs, spinSource,
       algo, inlineBlocking ? 1 : 0, phases ? ", RR_PHASES=1" : "",
       fakeDevice ? ", RR_TEST_FAKE_DEVICE=1 (every buffer is memory of a fake GPU)" : "",
-      testHoldByHostFunction ? ", RR_TEST_HOLD_STREAM=host-function" : "");
+      testHoldByHostFunction ? ", RR_TEST_HOLD_STREAM=host-function" : "",
+      testLazyKernels ? ", RR_TEST_KERNEL_LOADING=lazy" : "");
 }
 
 }  // namespace rr

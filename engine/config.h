@@ -46,6 +46,10 @@
 //   RR_TEST_HOLD_STREAM=host-function   tests only, with RR_TEST_FAKE_DEVICE=1: hold the
 //                           caller's stream with a blocking host function, the design that
 //                           deadlocked on a real GPU, to show that the stand-in catches it
+//   RR_TEST_KERNEL_LOADING=lazy   tests only, with RR_TEST_FAKE_DEVICE=1: the stand-in GPU
+//                           loads its kernels at their first launch, not at open (the
+//                           design that deadlocked on an H200), and gives up that load's
+//                           implicit synchronisation after half of RR_TIMEOUT_MS
 //   RR_TEST_EXIT_IN_RING_SETUP=1   tests only: the rank exits (status 3) between the
 //                           rendezvous and its ring connections; =after-report: once its
 //                           ring formed and it told rank 0 so, before its links' traits
@@ -84,6 +88,7 @@ struct Config {
   std::string spinSource = "default";  // why spinUs has its value, for the log
   bool fakeDevice = false;
   bool testHoldByHostFunction = false;  // RR_TEST_HOLD_STREAM=host-function (stand-in only)
+  bool testLazyKernels = false;         // RR_TEST_KERNEL_LOADING=lazy (stand-in only)
   bool testExitInRingSetup = false;     // RR_TEST_EXIT_IN_RING_SETUP=1
   bool testExitAfterRingReport = false; // RR_TEST_EXIT_IN_RING_SETUP=after-report
   int testPauseAfterSendsMs = 0;        // RR_TEST_PAUSE_AFTER_SENDS_MS

@@ -67,6 +67,9 @@ class Device {
   virtual void release(uint64_t n) = 0;
   // How holdStream waits, for logs and `ringreduce info`.
   virtual std::string streamWait() const = 0;
+  // A hazard of this device's setup that the user can remove, or "" (logged as a warning
+  // when the device opens, and printed by `ringreduce info`).
+  virtual std::string hazard() const { return {}; }
 };
 
 // Whether this library was built with CUDA.
@@ -76,9 +79,11 @@ int pointerDevice(const void* p);
 // The GPU a CUDA stream belongs to (NULL: the calling thread's current device).
 int streamDevice(void* stream);
 std::unique_ptr<Device> openCudaDevice(int ordinal);
-// The stand-in GPU (kernels/fake_gpu.h). With holdByHostFunction, holdStream uses the design
-// that hung on a real GPU (a host function that waits for the release); tests use it to show
-// that the stand-in deadlocks where CUDA does.
-std::unique_ptr<Device> openFakeDevice(bool holdByHostFunction = false);
+// The stand-in GPU (kernels/fake_gpu.h). Two designs that hung on a real GPU, for tests that
+// show the stand-in deadlocks where CUDA does: with holdByHostFunction, holdStream is a host
+// function that waits for the release; with lazyLoadingMs > 0, the kernels are not loaded at
+// open but at their first launch (rule 8), and the stand-in gives up the implicit
+// synchronisation that CUDA would wait on forever after lazyLoadingMs.
+std::unique_ptr<Device> openFakeDevice(bool holdByHostFunction = false, int lazyLoadingMs = 0);
 
 }  // namespace rr

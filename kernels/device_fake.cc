@@ -2,10 +2,13 @@
 // contract as the CUDA device, with the stand-in's streams in place of CUDA's. Its kernels
 // are the scalar reference; its staging is filled with a pattern so that bytes never written
 // are not zeros; allocating and freeing staging synchronise the device, as cudaHostAlloc and
-// cudaFreeHost do.
+// cudaFreeHost do; its kernels are loaded when it opens, as the CUDA device's are.
 #include <atomic>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <stdexcept>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -21,8 +24,23 @@ namespace {
 
 class FakeDevice final : public Device {
  public:
-  explicit FakeDevice(bool holdByHostFunction)
-      : hostFunction_(holdByHostFunction), stream_(fake::createStream(/*nonBlocking=*/true)) {}
+  FakeDevice(bool holdByHostFunction, int lazyLoadingMs)
+      : hostFunction_(holdByHostFunction), stream_(fake::createStream(/*nonBlocking=*/true)) {
+    if (lazyLoadingMs > 0) {  // the design that hung on an H200: kernels load at first launch
+      fake::setSyncLimitForTests(std::chrono::milliseconds(lazyLoadingMs));
+      return;
+    }
+    // As the CUDA device (preloadKernels in cuda_device.cc): every kernel loaded at open.
+    try {
+      for (int t = RR_FLOAT32; t <= RR_UINT64; ++t)
+        for (rr_op_t op : {RR_SUM, RR_PROD, RR_MIN, RR_MAX})
+          fake::loadKernel(reduceKernel(static_cast<rr_dtype_t>(t), op));
+      fake::loadKernel("copy");
+    } catch (const std::exception& e) {
+      fake::destroyStream(stream_);
+      throw DeviceError(e.what());
+    }
+  }
 
   ~FakeDevice() override {
     // As the CUDA device: let every held stream go, then free the counter behind an implicit
@@ -60,7 +78,7 @@ class FakeDevice final : public Device {
 
   uint64_t reduceCopyOut(void* dst, const void* mine, const void* in, void* out, size_t count,
                          rr_dtype_t dtype, rr_op_t op, AvgStep avg) override {
-    return enqueue([=] {
+    return enqueue(reduceKernel(dtype, op), [=] {
       if (op == RR_AVG && avg.ranks > 1 && dtypeIsFloat(dtype)) {  // as the host pass does
         std::vector<uint8_t> received(static_cast<const uint8_t*>(in),
                                       static_cast<const uint8_t*>(in) + count * dtypeSize(dtype));
@@ -76,7 +94,7 @@ class FakeDevice final : public Device {
   }
 
   uint64_t copy(void* dst, const void* src, size_t bytes) override {
-    return enqueue([=] { std::memmove(dst, src, bytes); });
+    return enqueue("copy", [=] { std::memmove(dst, src, bytes); });
   }
 
   bool finished(uint64_t ticket) override { return ticket <= completed_->load(std::memory_order_acquire); }
@@ -135,12 +153,22 @@ class FakeDevice final : public Device {
     }
   }
 
-  uint64_t enqueue(std::function<void()> work) {
-    const uint64_t ticket = ++issued_;
-    fake::launch(stream_, [completed = completed_, ticket, work = std::move(work)] {
-      work();
-      completed->store(ticket, std::memory_order_release);  // one stream: in order
-    });
+  // The kernel of a reduction, by name (RR_AVG runs the sum kernel, as on CUDA).
+  static std::string reduceKernel(rr_dtype_t dtype, rr_op_t op) {
+    return fmt::format("reduce {} {}", dtypeName(dtype), opName(op == RR_AVG ? RR_SUM : op));
+  }
+
+  uint64_t enqueue(const std::string& kernel, std::function<void()> work) {
+    const uint64_t ticket = issued_ + 1;
+    try {
+      fake::launch(stream_, kernel, [completed = completed_, ticket, work = std::move(work)] {
+        work();
+        completed->store(ticket, std::memory_order_release);  // one stream: in order
+      });
+    } catch (const std::runtime_error& e) {  // rule 8: a first launch behind a held stream
+      throw DeviceError(e.what());
+    }
+    issued_ = ticket;
     return ticket;
   }
 
@@ -155,8 +183,8 @@ class FakeDevice final : public Device {
 
 }  // namespace
 
-std::unique_ptr<Device> openFakeDevice(bool holdByHostFunction) {
-  return std::make_unique<FakeDevice>(holdByHostFunction);
+std::unique_ptr<Device> openFakeDevice(bool holdByHostFunction, int lazyLoadingMs) {
+  return std::make_unique<FakeDevice>(holdByHostFunction, lazyLoadingMs);
 }
 
 }  // namespace rr

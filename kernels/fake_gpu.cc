@@ -7,6 +7,7 @@
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <stdexcept>
 #include <thread>
 #include <vector>
@@ -140,15 +141,21 @@ class Gpu {
     return (s == nullptr ? legacy_ : *s).queue.empty();
   }
 
+  // Rule 5: a barrier across the device. It waits for the work queued before it on every
+  // stream, and no work queued after it starts until it is over (or given up).
   void synchronizeDevice(const char* call) {
     std::unique_lock<std::mutex> lock(mutex_);
-    auto allIdle = [&] {
-      if (!legacy_.queue.empty()) return false;
-      for (const auto& s : streams_)
-        if (!s->queue.empty()) return false;
+    const uint64_t barrier = seq_;
+    barriers_.insert(barrier);
+    auto earlierDone = [&] {
+      for (Stream* s : all())
+        if (!s->queue.empty() && s->queue.front().seq <= barrier) return false;
       return true;
     };
-    if (!cv_.wait_for(lock, syncLimit_, allIdle))
+    const bool done = cv_.wait_for(lock, syncLimit_, earlierDone);
+    barriers_.erase(barriers_.find(barrier));
+    cv_.notify_all();
+    if (!done)
       throw std::runtime_error(fmt::format(
           "fake GPU: {} synchronises the device implicitly and waited {} ms for the streams "
           "(a real GPU would wait forever): {}",
@@ -156,6 +163,17 @@ class Gpu {
     // Reap the workers that have left their loops, so an idle process holds none.
     for (Stream* s : all())
       if (!s->workerActive && s->worker.joinable()) s->worker.join();
+  }
+
+  // Rule 8: a kernel not yet loaded is loaded behind an implicit synchronisation.
+  void load(const std::string& kernel) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (loaded_.count(kernel) > 0) return;
+    }
+    synchronizeDevice(fmt::format("loading kernel '{}' at its first launch (lazy loading)", kernel).c_str());
+    std::lock_guard<std::mutex> lock(mutex_);
+    loaded_.insert(kernel);
   }
 
   std::string state() {
@@ -202,6 +220,7 @@ class Gpu {
     const auto now = Clock::now();
     wakeAt = now + std::chrono::milliseconds(1);
     if (hostFuncs_ > 0 || orderedBehind(s, op.seq)) return false;  // rules 2 and 4
+    if (!barriers_.empty() && *barriers_.begin() < op.seq) return false;  // rule 5
     switch (op.kind) {
       case Kind::kKernel:
         if (now < op.notBefore) {
@@ -263,10 +282,12 @@ class Gpu {
   uint64_t seq_ = 0;
   int streamCount_ = 0;
   int hostFuncs_ = 0;
+  std::set<std::string> loaded_;   // kernels loaded (rule 8)
+  std::multiset<uint64_t> barriers_;  // implicit synchronisations in progress (rule 5)
   std::chrono::milliseconds syncLimit_ = kSyncLimit;
 };
 
-// Rule 7 of CUDA that the stand-in keeps too: a host function may not call CUDA.
+// Rule 7: a host function may not call CUDA.
 void noCallFromHostFunc(const char* call) {
   if (inHostFunc)
     throw std::logic_error(fmt::format("fake GPU: {} called from a host function (CUDA forbids "
@@ -287,8 +308,14 @@ void destroyStream(Stream* stream) {
 
 Stream* legacyStream() { return Gpu::get().legacy(); }
 
-void launch(Stream* stream, std::function<void()> work) {
+void loadKernel(const std::string& kernel) {
+  noCallFromHostFunc("cudaFuncGetAttributes");
+  Gpu::get().load(kernel);
+}
+
+void launch(Stream* stream, const std::string& kernel, std::function<void()> work) {
   noCallFromHostFunc("a kernel launch");
+  Gpu::get().load(kernel);
   Op op(Kind::kKernel, std::move(work));
   op.notBefore = Clock::now() + kLatency;
   Gpu::get().enqueue(stream, std::move(op));

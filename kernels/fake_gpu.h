@@ -18,11 +18,22 @@
 //      it starts after the work queued before it on blocking streams, and work on a blocking
 //      stream starts after the work queued before it on stream NULL. Non-blocking streams
 //      (cudaStreamNonBlocking, the library's own) are ordered with nothing.
-//   5. A call that implicitly synchronises the device (cudaHostAlloc, cudaFreeHost,
-//      cudaDeviceSynchronize, ...) waits until every stream is idle. Where CUDA would wait
-//      forever, the stand-in throws after `kSyncLimit`, naming the stream still busy.
+//   5. A call that implicitly synchronises the device (cudaHostAlloc, cudaFreeHost, a
+//      kernel's lazy load, ...) is a barrier across the device: it waits for the work queued
+//      before it on every stream, and work queued on any stream after it does not start
+//      until it is over. So a stream held on a value that only later work releases stops the
+//      whole device (seen on an H200: a program's kernel launched for the first time while
+//      an all-reduce held its stream stalled the library's kernels). Where CUDA would wait
+//      forever, the stand-in gives up after `kSyncLimit` and throws, naming the busy stream.
 //   6. Kernels finish late: a kernel starts no earlier than `kLatency` after it was queued,
 //      so a result read before its completion was observed is stale.
+//   7. A host function may not call CUDA.
+//   8. Lazy loading (CUDA's default since 12.2): each kernel is loaded at its first launch in
+//      the process, and the load synchronises the device implicitly (rule 5; CUDA says it
+//      "may", the stand-in always does). So the first launch of a kernel while a stream is
+//      held on a value that only later work releases never returns (seen on an H200: every
+//      device collective hung at the first launch of each of the library's kernels).
+//      loadKernel loads one ahead of time, as cudaFuncGetAttributes and cuFuncLoad do.
 //
 // Memory is host memory; "device memory" is whatever the engine treats as such.
 #pragma once
@@ -49,8 +60,11 @@ Stream* createStream(bool nonBlocking = false);
 void destroyStream(Stream* stream);  // waits for its queued work (like cudaStreamDestroy, later)
 Stream* legacyStream();
 
-// A kernel: `work` runs on the stream's thread, in order, after kLatency.
-void launch(Stream* stream, std::function<void()> work);
+// A kernel named `kernel`: `work` runs on the stream's thread, in order, after kLatency. Its
+// first launch in the process loads it (rule 8), which may throw as synchronizeDevice does.
+void launch(Stream* stream, const std::string& kernel, std::function<void()> work);
+// Loads `kernel` now if it is not loaded (rule 8: an implicit synchronisation).
+void loadKernel(const std::string& kernel);
 // A host function: while it runs, nothing starts on any stream (rule 2).
 void launchHostFunc(Stream* stream, std::function<void()> fn);
 

@@ -9,6 +9,11 @@
 //   concurrent  rank 0's all-reduce is in flight (the others submit only when rank 0 says
 //               so, through a file): kernels on another stream of rank 0 must still run. A
 //               hold that blocks the device (a waiting host function) fails here.
+//   order-cold  order, with the checker kernel launched for the first time while the
+//               all-reduce holds the stream: its lazy load is a barrier across the device
+//               (fake_gpu.h, rules 5 and 8) that the library's kernels queue behind, so the
+//               all-reduce ends in RR_ERR_TIMEOUT naming the device work, as on an H200 (a
+//               known limit of the device path; README, "GPU buckets")
 //   hang        the last rank's stream never lets the all-reduce start (a kernel that waits
 //               until the test is over): every rank must fail with RR_ERR_TIMEOUT naming the
 //               unfinished device work and the rank whose GPU it is, never hang.
@@ -50,15 +55,20 @@ void sync(fake::Stream* s, const std::string& what) {
 
 constexpr size_t kCount = 300007;  // several segments per chunk
 
-void order(rr_comm_t comm) {
+void order(rr_comm_t comm, bool cold) {
   std::vector<float> buf(kCount);
   fake::Stream* own = fake::createStream();
+  // This program's kernels are loaded before any collective (as a trainer's are after its
+  // first step, or all of them with CUDA_MODULE_LOADING=EAGER), so that the library's own
+  // first launch is what meets the held stream under RR_TEST_KERNEL_LOADING=lazy.
+  fake::loadKernel("writer");
+  if (!cold) fake::loadKernel("checker");
   int early = 0, rounds = 0;
   for (fake::Stream* stream : {own, static_cast<fake::Stream*>(nullptr)}) {
     const std::string name = stream == nullptr ? "stream NULL" : "own stream";
     for (int iter = 0; iter < 3; ++iter, ++rounds) {
       const float value = static_cast<float>(rank + 1 + iter);
-      fake::launch(stream, [&buf, value] {  // the writer: slow, then fills the bucket
+      fake::launch(stream, "writer", [&buf, value] {  // the writer: slow, then fills the bucket
         std::this_thread::sleep_for(20ms);
         for (float& x : buf) x = value;
       });
@@ -69,7 +79,7 @@ void order(rr_comm_t comm) {
       float want = 0;
       for (int r = 0; r < nranks; ++r) want += static_cast<float>(r + 1 + iter);
       size_t wrong = 0;
-      fake::launch(stream, [&buf, &wrong, want] {  // the checker
+      fake::launch(stream, "checker", [&buf, &wrong, want] {  // the checker
         for (float x : buf) wrong += x != want;
       });
       sync(stream, name);
@@ -91,6 +101,9 @@ void concurrent(rr_comm_t comm, const std::string& dir) {
   std::vector<float> buf(kCount, static_cast<float>(rank + 1));
   fake::Stream* stream = fake::createStream();
   fake::Stream* compute = fake::createStream();
+  // Loaded before the all-reduce holds a stream, as the GPU check's compute kernel is by its
+  // run alone (a first launch while the stream is held would wait for the release: rule 8).
+  fake::loadKernel("compute");
   rr_request_t req = nullptr;
   if (rank != 0) {  // wait for rank 0's signal (bounded), then submit
     const auto until = Clock::now() + 60s;
@@ -107,7 +120,7 @@ void concurrent(rr_comm_t comm, const std::string& dir) {
       die("the all-reduce finished before the other ranks submitted it");
     for (int i = 0; i < 20; ++i) {
       std::atomic<bool> ran{false};
-      fake::launch(compute, [&ran] { ran = true; });
+      fake::launch(compute, "compute", [&ran] { ran = true; });
       if (!fake::streamSynchronize(compute, 2000ms) || !ran.load())
         die("a kernel on another stream did not run within 2 s while an all-reduce was in "
             "flight (kernel " + std::to_string(i) + " of 20); stand-in state: " + fake::describeState());
@@ -137,7 +150,7 @@ void hang(rr_comm_t comm) {
   std::atomic<bool> over{false};
   const bool hung = rank == nranks - 1;
   if (hung)  // a kernel that never finishes while the collective waits for it
-    fake::launch(stream, [&over] {
+    fake::launch(stream, "hung kernel", [&over] {
       const auto until = Clock::now() + 120s;
       while (!over.load() && Clock::now() < until) std::this_thread::sleep_for(1ms);
     });
@@ -169,8 +182,8 @@ int main(int argc, char** argv) {
   check(rr_comm_init_from_env(&comm), "rr_comm_init_from_env");
   check(rr_comm_rank(comm, &rank), "rank");
   check(rr_comm_size(comm, &nranks), "size");
-  if (mode == "order") {
-    order(comm);
+  if (mode == "order" || mode == "order-cold") {
+    order(comm, mode == "order-cold");
   } else if (mode == "concurrent") {
     if (argc < 3) die("concurrent needs a folder");
     concurrent(comm, argv[2]);

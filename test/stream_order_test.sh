@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Stream ordering on the stand-in GPU (RR_TEST_FAKE_DEVICE=1), through stream_order_check.
 #   stream_order_test.sh RINGREDUCE CHECK N            order, concurrent (n > 1), hang (n > 1)
-#   stream_order_test.sh RINGREDUCE CHECK N old-design the design that hung on a real GPU (a
-#       host function that waits for the request) must fail on the stand-in too: with a
-#       named RR_ERR_TIMEOUT for the device work, and a stalled kernel on another stream
+#   stream_order_test.sh RINGREDUCE CHECK N old-design the designs that hung on a real GPU
+#       must fail on the stand-in too: a host function that waits for the request (a named
+#       RR_ERR_TIMEOUT for the device work, and a stalled kernel on another stream), and
+#       kernels loaded at their first launch (the load, named, never gets its synchronisation)
 # Every run is bounded (RR_TIMEOUT_MS and a time limit); RR_TEST_TIME_SCALE stretches them.
 set -uo pipefail
 rr=$1 check=$2 n=$3 what=${4:-new-design}
@@ -21,23 +22,30 @@ run() {  # run LIMIT_S MODE [ENV...]: prints the output, returns the status
   return $rc
 }
 failed=0
+# must_fail WHAT PATTERN MODE [ENV...]: the run must fail, and its output match PATTERN
+# (grep -E), the failure that names it.
+must_fail() {
+  local what=$1 pattern=$2
+  shift 2
+  echo "== $what (must fail, named)"
+  if run 60 "$@"; then
+    echo "FAILED: it passed on the stand-in"; failed=1
+  elif ! grep -qE "$pattern" "$dir/out"; then
+    echo "FAILED: it failed without naming the cause (wanted: $pattern)"; failed=1
+  else
+    echo "ok: it fails on the stand-in, named"
+  fi
+}
 if [ "$what" = old-design ]; then
-  echo "== order, holding the stream with a blocking host function (must fail, named)"
-  if run 60 order RR_TEST_HOLD_STREAM=host-function RR_TIMEOUT_MS=$(( 2000 * scale )); then
-    echo "FAILED: the old design passed on the stand-in"; failed=1
-  elif ! grep -q 'timed out: .*device work on fake GPU' "$dir/out"; then
-    echo "FAILED: the old design failed without a named device timeout"; failed=1
-  else
-    echo "ok: the old design deadlocks on the stand-in and is reported as a device timeout"
-  fi
-  echo "== concurrent, holding the stream with a blocking host function (must fail)"
-  if run 60 concurrent RR_TEST_HOLD_STREAM=host-function RR_TIMEOUT_MS=$(( 5000 * scale )); then
-    echo "FAILED: kernels on another stream ran under the old design"; failed=1
-  elif ! grep -q 'did not run within 2 s while an all-reduce was in flight' "$dir/out"; then
-    echo "FAILED: the old design failed for another reason"; failed=1
-  else
-    echo "ok: under the old design a kernel on another stream stalls"
-  fi
+  must_fail "order, holding the stream with a blocking host function" \
+    'timed out: .*device work on fake GPU' order RR_TEST_HOLD_STREAM=host-function RR_TIMEOUT_MS=$(( 2000 * scale ))
+  must_fail "order, the library's kernels loaded at their first launch" \
+    "loading kernel '(reduce|copy)[a-z0-9 ]*' at its first launch \(lazy loading\)" \
+    order RR_TEST_KERNEL_LOADING=lazy RR_TIMEOUT_MS=$(( 4000 * scale ))
+  must_fail "order-cold, the program's checker kernel first launched while the all-reduce holds the stream (as on an H200)" \
+    'timed out: .*device work on fake GPU .* has not finished' order-cold RR_TIMEOUT_MS=$(( 2000 * scale ))
+  must_fail "concurrent, holding the stream with a blocking host function (a kernel on another stream stalls)" \
+    'did not run within 2 s while an all-reduce was in flight' concurrent RR_TEST_HOLD_STREAM=host-function RR_TIMEOUT_MS=$(( 5000 * scale ))
   exit $failed
 fi
 echo "== order (n=$n)"

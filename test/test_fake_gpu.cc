@@ -1,6 +1,7 @@
 // The stand-in GPU keeps CUDA's rules (kernels/fake_gpu.h): each rule is checked here, and
 // in particular that the stand-in fails where a real GPU fails (a host function that waits
-// for other device work deadlocks; an implicit synchronisation waits for a held stream).
+// for other device work deadlocks; an implicit synchronisation, a kernel's first load
+// among them, waits for a held stream).
 // Waits are bounded: a rule that does not hold fails the test, it never hangs it.
 #include <catch2/catch.hpp>
 
@@ -18,6 +19,10 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
+// The kernel of the tests of rules 1-7, loaded once before any of them (rule 8 has its own).
+const std::string kTest = "a test kernel";
+const bool kTestLoaded = (fake::loadKernel(kTest), true);
+
 // Waits up to `limit` for `flag`; true if it was set.
 bool waitFor(const std::atomic<bool>& flag, std::chrono::milliseconds limit) {
   const auto until = Clock::now() + limit;
@@ -31,13 +36,13 @@ TEST_CASE("stand-in rule 1: one stream runs in order, streams run concurrently")
   fake::Stream* a = fake::createStream();
   fake::Stream* b = fake::createStream();
   std::vector<int> seen;
-  for (int i = 0; i < 20; ++i) fake::launch(a, [&seen, i] { seen.push_back(i); });
+  for (int i = 0; i < 20; ++i) fake::launch(a, kTest, [&seen, i] { seen.push_back(i); });
   REQUIRE(fake::streamSynchronize(a, 5000ms));
   for (int i = 0; i < 20; ++i) REQUIRE(seen[static_cast<size_t>(i)] == i);
   // A kernel on a waits for one on b: only concurrent streams let both finish.
   std::atomic<bool> fromB{false}, aSaw{false};
-  fake::launch(a, [&] { aSaw = waitFor(fromB, 5000ms); });
-  fake::launch(b, [&] { fromB = true; });
+  fake::launch(a, kTest, [&] { aSaw = waitFor(fromB, 5000ms); });
+  fake::launch(b, kTest, [&] { fromB = true; });
   REQUIRE(fake::streamSynchronize(a, 10000ms));
   REQUIRE(aSaw.load());
   fake::destroyStream(a);
@@ -56,7 +61,7 @@ TEST_CASE("stand-in rule 2: a running host function stalls every stream, so one 
     hostSawKernel = waitFor(kernelRan, 300ms);
   });
   REQUIRE(waitFor(hostStarted, 5000ms));
-  fake::launch(lib, [&] { kernelRan = true; });
+  fake::launch(lib, kTest, [&] { kernelRan = true; });
   REQUIRE(fake::streamSynchronize(a, 5000ms));
   CHECK_FALSE(hostSawKernel.load());  // the deadlock, bounded here by the host function's limit
   REQUIRE(fake::streamSynchronize(lib, 5000ms));
@@ -71,15 +76,15 @@ TEST_CASE("stand-in rule 3: event and value waits hold only their own stream") {
   fake::Stream* c = fake::createStream();
   std::atomic<bool> release{false}, afterEvent{false}, afterValue{false}, other{false};
   fake::Event* e = fake::createEvent();
-  fake::launch(a, [&] { waitFor(release, 5000ms); });
+  fake::launch(a, kTest, [&] { waitFor(release, 5000ms); });
   fake::recordEvent(e, a);
   fake::streamWaitEvent(b, e);
-  fake::launch(b, [&] { afterEvent = true; });
+  fake::launch(b, kTest, [&] { afterEvent = true; });
   std::atomic<uint32_t> counter{0};
   fake::streamWaitValue(c, &counter, 3);
-  fake::launch(c, [&] { afterValue = true; });
+  fake::launch(c, kTest, [&] { afterValue = true; });
   fake::Stream* d = fake::createStream();
-  fake::launch(d, [&] { other = true; });
+  fake::launch(d, kTest, [&] { other = true; });
   REQUIRE(fake::streamSynchronize(d, 5000ms));
   CHECK(other.load());
   std::this_thread::sleep_for(5ms);
@@ -98,10 +103,10 @@ TEST_CASE("stand-in rule 3: event and value waits hold only their own stream") {
   CHECK(fake::eventQuery(e));
   // A wait queued after a newer record waits for that record, not the old one.
   std::atomic<bool> gate{false}, afterSecond{false};
-  fake::launch(a, [&] { waitFor(gate, 5000ms); });
+  fake::launch(a, kTest, [&] { waitFor(gate, 5000ms); });
   fake::recordEvent(e, a);
   fake::streamWaitEvent(b, e);
-  fake::launch(b, [&] { afterSecond = true; });
+  fake::launch(b, kTest, [&] { afterSecond = true; });
   std::this_thread::sleep_for(5ms);
   CHECK_FALSE(afterSecond.load());
   gate = true;
@@ -111,7 +116,7 @@ TEST_CASE("stand-in rule 3: event and value waits hold only their own stream") {
   counter = 0xfffffff0u;
   std::atomic<bool> wrapped{false};
   fake::streamWaitValue(c, &counter, 0x10u);
-  fake::launch(c, [&] { wrapped = true; });
+  fake::launch(c, kTest, [&] { wrapped = true; });
   std::this_thread::sleep_for(5ms);
   CHECK_FALSE(wrapped.load());
   counter = 0x10u;
@@ -127,8 +132,8 @@ TEST_CASE("stand-in rule 4: stream NULL is ordered with blocking streams, not no
   std::atomic<uint32_t> counter{0};
   std::atomic<bool> onBlocking{false}, onNonBlocking{false};
   fake::streamWaitValue(nullptr, &counter, 1);  // stream NULL held
-  fake::launch(blocking, [&] { onBlocking = true; });
-  fake::launch(nonBlocking, [&] { onNonBlocking = true; });
+  fake::launch(blocking, kTest, [&] { onBlocking = true; });
+  fake::launch(nonBlocking, kTest, [&] { onNonBlocking = true; });
   REQUIRE(fake::streamSynchronize(nonBlocking, 5000ms));
   CHECK(onNonBlocking.load());
   std::this_thread::sleep_for(5ms);
@@ -138,8 +143,8 @@ TEST_CASE("stand-in rule 4: stream NULL is ordered with blocking streams, not no
   CHECK(onBlocking.load());
   // And work on stream NULL waits for earlier work on a blocking stream.
   std::atomic<bool> gate{false}, onLegacy{false};
-  fake::launch(blocking, [&] { waitFor(gate, 5000ms); });
-  fake::launch(nullptr, [&] { onLegacy = true; });
+  fake::launch(blocking, kTest, [&] { waitFor(gate, 5000ms); });
+  fake::launch(nullptr, kTest, [&] { onLegacy = true; });
   std::this_thread::sleep_for(5ms);
   CHECK_FALSE(onLegacy.load());
   gate = true;
@@ -153,7 +158,7 @@ TEST_CASE("stand-in rule 5: an implicit synchronisation waits for every stream, 
           "naming a stream that never finishes") {
   fake::Stream* a = fake::createStream();
   std::atomic<bool> done{false};
-  fake::launch(a, [&] {
+  fake::launch(a, kTest, [&] {
     std::this_thread::sleep_for(20ms);
     done = true;
   });
@@ -180,7 +185,7 @@ TEST_CASE("stand-in rules 6 and 7: kernels finish late; a host function may not 
   fake::Stream* a = fake::createStream();
   std::atomic<bool> ran{false};
   const auto t0 = Clock::now();
-  fake::launch(a, [&] { ran = true; });
+  fake::launch(a, kTest, [&] { ran = true; });
   const bool early = ran.load();
   if (Clock::now() - t0 < fake::kLatency) CHECK_FALSE(early);
   REQUIRE(fake::streamSynchronize(a, 5000ms));
@@ -188,7 +193,7 @@ TEST_CASE("stand-in rules 6 and 7: kernels finish late; a host function may not 
   std::string message;
   fake::launchHostFunc(a, [&] {
     try {
-      fake::launch(a, [] {});
+      fake::launch(a, kTest, [] {});
     } catch (const std::logic_error& e) {
       message = e.what();
     }
@@ -196,4 +201,38 @@ TEST_CASE("stand-in rules 6 and 7: kernels finish late; a host function may not 
   REQUIRE(fake::streamSynchronize(a, 5000ms));
   CHECK(message.find("called from a host function") != std::string::npos);
   fake::destroyStream(a);
+}
+
+TEST_CASE("stand-in rule 8: a kernel's first launch loads it behind an implicit "
+          "synchronisation, so launching it while a stream is held never returns; loaded "
+          "ahead, it runs") {
+  CHECK(kTestLoaded);
+  fake::Stream* held = fake::createStream();
+  fake::Stream* lib = fake::createStream(/*nonBlocking=*/true);
+  std::atomic<uint32_t> counter{0};
+  fake::loadKernel("rule 8: loaded ahead");
+  fake::streamWaitValue(held, &counter, 1);  // a caller's stream held for a collective
+  std::atomic<bool> ran{false};
+  fake::launch(lib, "rule 8: loaded ahead", [&] { ran = true; });
+  CHECK(fake::streamSynchronize(lib, 5000ms));
+  CHECK(ran.load());
+  fake::setSyncLimitForTests(200ms);
+  std::string message;
+  std::atomic<bool> lazyRan{false};
+  try {
+    fake::launch(lib, "rule 8: first launch", [&] { lazyRan = true; });
+  } catch (const std::runtime_error& e) {
+    message = e.what();
+  }
+  fake::setSyncLimitForTests(std::chrono::duration_cast<std::chrono::milliseconds>(fake::kSyncLimit));
+  INFO(message);
+  CHECK(message.find("loading kernel 'rule 8: first launch' at its first launch") != std::string::npos);
+  CHECK(message.find("a value wait") != std::string::npos);
+  CHECK_FALSE(lazyRan.load());
+  counter = 1;  // the release: now the load goes through, and the kernel runs
+  fake::launch(lib, "rule 8: first launch", [&] { lazyRan = true; });
+  CHECK(fake::streamSynchronize(lib, 5000ms));
+  CHECK(lazyRan.load());
+  fake::destroyStream(lib);
+  fake::destroyStream(held);
 }

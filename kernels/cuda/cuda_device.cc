@@ -13,6 +13,7 @@
 #include <new>
 #include <thread>
 #include <utility>
+#include <vector>
 
 #include "kernels/cuda/launch.h"
 #include "kernels/device.h"
@@ -111,6 +112,80 @@ class StreamWaiter {
   std::string how_;
 };
 
+// Loads every kernel of the library now, while no stream of this communicator is held.
+// Lazy loading (CUDA's default since 12.2) loads a kernel at its first launch, and that load
+// may synchronise the device: it waits for every stream of the process. A caller's stream
+// held on the release counter (StreamWaiter) never idles until the engine's kernels have run,
+// so the first launch of each reduction kernel deadlocked on an H200 (bench/RESULTS.md, "GPU
+// kernels and device buffers"). cudaFuncGetAttributes loads a kernel; where the driver has
+// cuFuncIsLoaded and cuFuncLoad (12.4), each kernel is checked and loaded explicitly if it
+// is not. Returns what was done, for `ringreduce info` and the log.
+std::string preloadKernels() {
+  using IsLoaded = CUresult (*)(CUfunctionLoadingState*, CUfunction);
+  using Load = CUresult (*)(CUfunction);
+  auto entry = [](const char* name) -> void* {
+    void* fn = nullptr;
+    cudaDriverEntryPointQueryResult found = cudaDriverEntryPointSymbolNotFound;
+    if (cudaGetDriverEntryPointByVersion(name, &fn, 12040, cudaEnableDefault, &found) != cudaSuccess ||
+        found != cudaDriverEntryPointSuccess) {
+      cudaGetLastError();
+      return nullptr;
+    }
+    return fn;
+  };
+  const auto isLoaded = reinterpret_cast<IsLoaded>(entry("cuFuncIsLoaded"));
+  const auto load = reinterpret_cast<Load>(entry("cuFuncLoad"));
+  const std::vector<const void*> kernels = cuda::kernelSymbols();
+  size_t confirmed = 0;
+  for (const void* k : kernels) {
+    cudaFuncAttributes attr{};
+    check(cudaFuncGetAttributes(&attr, k), "cudaFuncGetAttributes (loading the kernels)");
+    if (isLoaded == nullptr) continue;
+    cudaFunction_t f = nullptr;
+    check(cudaGetFuncBySymbol(&f, k), "cudaGetFuncBySymbol");
+    CUfunctionLoadingState state = CU_FUNCTION_LOADING_STATE_UNLOADED;
+    if (isLoaded(&state, f) == CUDA_SUCCESS && state != CU_FUNCTION_LOADING_STATE_LOADED && load != nullptr &&
+        load(f) == CUDA_SUCCESS)
+      isLoaded(&state, f);
+    confirmed += state == CU_FUNCTION_LOADING_STATE_LOADED ? 1 : 0;
+  }
+  if (isLoaded == nullptr)
+    return fmt::format("its {} kernels loaded when it opened (cudaFuncGetAttributes; this driver "
+                       "has no cuFuncIsLoaded to confirm it)", kernels.size());
+  if (confirmed < kernels.size())
+    throw DeviceError(fmt::format(
+        "{} of the library's {} kernels are still not loaded after cudaFuncGetAttributes and "
+        "cuFuncLoad; the first launch of one would load it lazily, and that load waits for "
+        "every stream, a held caller's stream included (set CUDA_MODULE_LOADING=EAGER)",
+        kernels.size() - confirmed, kernels.size()));
+  return fmt::format("its {} kernels loaded when it opened ({} of {} confirmed by cuFuncIsLoaded)",
+                     kernels.size(), confirmed, kernels.size());
+}
+
+// The program's own kernels load lazily too (the library cannot load them): the first launch
+// of one while a collective holds its stream is a barrier across the device, behind which the
+// library's next kernel waits, so that collective stalls until RR_TIMEOUT_MS ends it (seen on
+// an H200 in test/gpu_stream_check; it passes with CUDA_MODULE_LOADING=EAGER). Says so where
+// the driver reports lazy loading on.
+std::string lazyLoadingHazard() {
+  using GetMode = CUresult (*)(CUmoduleLoadingMode*);
+  void* fn = nullptr;
+  cudaDriverEntryPointQueryResult found = cudaDriverEntryPointSymbolNotFound;
+  if (cudaGetDriverEntryPointByVersion("cuModuleGetLoadingMode", &fn, 12000, cudaEnableDefault, &found) !=
+          cudaSuccess ||
+      found != cudaDriverEntryPointSuccess) {
+    cudaGetLastError();
+    return {};
+  }
+  CUmoduleLoadingMode mode = CU_MODULE_EAGER_LOADING;
+  if (reinterpret_cast<GetMode>(fn)(&mode) != CUDA_SUCCESS || mode != CU_MODULE_LAZY_LOADING) return {};
+  return "CUDA loads kernels lazily here (CUDA_MODULE_LOADING is not EAGER): a kernel of this "
+         "program launched for the first time while a collective holds its stream stops the "
+         "GPU until that collective ends, which needs the GPU, so the collective fails with "
+         "RR_ERR_TIMEOUT; set CUDA_MODULE_LOADING=EAGER, or run each kernel once before the "
+         "first collective";
+}
+
 class CudaDevice final : public Device {
  public:
   explicit CudaDevice(int ordinal) : ordinal_(ordinal) {
@@ -136,6 +211,8 @@ class CudaDevice final : public Device {
         throw DeviceError("pinned memory is mapped at a different device address: this platform "
                           "lacks unified virtual addressing");
       waiter_.init(stream_, counter_);
+      loaded_ = preloadKernels();
+      hazard_ = lazyLoadingHazard();
     } catch (...) {
       destroy();
       throw;
@@ -241,7 +318,8 @@ class CudaDevice final : public Device {
     }
   }
 
-  std::string streamWait() const override { return waiter_.how(); }
+  std::string streamWait() const override { return waiter_.how() + "; " + loaded_; }
+  std::string hazard() const override { return hazard_; }
 
  private:
   static constexpr uint64_t kEvents = 256;  // far more than the engine keeps in flight
@@ -273,6 +351,8 @@ class CudaDevice final : public Device {
   std::atomic<uint32_t>* counter_ = nullptr;  // in mapped pinned memory; the GPU reads it
   std::atomic<uint64_t> held_{0};             // the largest n a stream was held for
   StreamWaiter waiter_;
+  std::string loaded_;  // what preloadKernels did
+  std::string hazard_;  // lazyLoadingHazard()
 };
 
 }  // namespace

@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 #include "kernels/reduce.h"
 #include "ringreduce/ringreduce.h"
@@ -24,5 +25,10 @@ int launchCopy(void* dst, const void* src, size_t bytes, int maxBlocks, void* st
 // A one-thread kernel on `stream` that returns once (int32_t)(*flag - value) >= 0; `flag` is
 // mapped pinned host memory. The fallback of a stream memory wait (cuStreamWaitValue32).
 int launchWaitFlag(const void* flag, uint32_t value, void* stream);
+
+// Every kernel above (each dtype and op of the reduction, each word of the copy, the wait),
+// as the host symbols that cudaFuncGetAttributes and cudaGetFuncBySymbol take: the device
+// loads them all when it opens (cuda_device.cc, preloadKernels).
+std::vector<const void*> kernelSymbols();
 
 }  // namespace rr::cuda

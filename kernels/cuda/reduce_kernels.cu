@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <vector>
 
 #include "kernels/cuda/device_math.cuh"
 #include "kernels/cuda/launch.h"
@@ -146,6 +147,39 @@ int launchCopy(void* dst, const void* src, size_t bytes, int maxBlocks, void* st
   if (all % 4 == 0) return launch(uint32_t{});
   if (all % 2 == 0) return launch(uint16_t{});
   return launch(uint8_t{});
+}
+
+namespace {
+
+template <class T>
+void addReduceKernels(std::vector<const void*>& out) {
+  out.push_back(reinterpret_cast<const void*>(&reduceCopyOutKernel<T, RR_SUM>));
+  out.push_back(reinterpret_cast<const void*>(&reduceCopyOutKernel<T, RR_PROD>));
+  out.push_back(reinterpret_cast<const void*>(&reduceCopyOutKernel<T, RR_MIN>));
+  out.push_back(reinterpret_cast<const void*>(&reduceCopyOutKernel<T, RR_MAX>));
+}
+
+}  // namespace
+
+std::vector<const void*> kernelSymbols() {
+  std::vector<const void*> out;
+  addReduceKernels<float>(out);
+  addReduceKernels<double>(out);
+  addReduceKernels<Fp16>(out);
+  addReduceKernels<Bf16>(out);
+  addReduceKernels<int8_t>(out);
+  addReduceKernels<uint8_t>(out);
+  addReduceKernels<int32_t>(out);
+  addReduceKernels<uint32_t>(out);
+  addReduceKernels<int64_t>(out);
+  addReduceKernels<uint64_t>(out);
+  out.push_back(reinterpret_cast<const void*>(&copyKernel<uint4>));
+  out.push_back(reinterpret_cast<const void*>(&copyKernel<uint64_t>));
+  out.push_back(reinterpret_cast<const void*>(&copyKernel<uint32_t>));
+  out.push_back(reinterpret_cast<const void*>(&copyKernel<uint16_t>));
+  out.push_back(reinterpret_cast<const void*>(&copyKernel<uint8_t>));
+  out.push_back(reinterpret_cast<const void*>(&waitFlagKernel));
+  return out;
 }
 
 int launchWaitFlag(const void* flag, uint32_t value, void* stream) {
