@@ -114,10 +114,10 @@ class StreamWaiter {
 
 // Loads every kernel of the library now, while no stream of this communicator is held.
 // Lazy loading (CUDA's default since 12.2) loads a kernel at its first launch, and that load
-// may synchronise the device: it waits for every stream of the process. A caller's stream
-// held on the release counter (StreamWaiter) never idles until the engine's kernels have run,
-// so the first launch of each reduction kernel deadlocked on an H200 (bench/RESULTS.md, "GPU
-// kernels and device buffers"). cudaFuncGetAttributes loads a kernel; where the driver has
+// may synchronise the device: it waits for the work already queued on every stream of the
+// process. A caller's stream held on the release counter (StreamWaiter) does not get past
+// its wait until the engine's kernels have run, so the first launch of each of them
+// deadlocked on an H200 (bench/RESULTS.md, "GPU kernels and device buffers"). cudaFuncGetAttributes loads a kernel; where the driver has
 // cuFuncIsLoaded and cuFuncLoad (12.4), each kernel is checked and loaded explicitly if it
 // is not. Returns what was done, for `ringreduce info` and the log.
 std::string preloadKernels() {
