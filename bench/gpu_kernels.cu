@@ -95,7 +95,7 @@ int main() {
     for (const bool copyOut : {true, false}) {
       const double ms = timeMs([&] {
         cudaCheck(static_cast<cudaError_t>(rr::cuda::launchReduceCopyOut(
-                      dst, mine, in, copyOut ? out : nullptr, bytes / t.size, t.dtype, RR_SUM, rr::AvgStep{},
+                      dst, mine, in, copyOut ? out : nullptr, bytes / t.size, t.dtype, RR_SUM, rr::AvgStep{}, rr::cuda::Cancel{},
                       sms * 8, nullptr)), "reduce-and-copy-out launch");
       }, iters);
       const double rate = (copyOut ? 4.0 : 3.0) * bytes / (ms * 1e6);
@@ -104,7 +104,7 @@ int main() {
     }
   }
   const double ms = timeMs([&] {
-    cudaCheck(static_cast<cudaError_t>(rr::cuda::launchCopy(dst, mine, bytes, sms * 8, nullptr)),
+    cudaCheck(static_cast<cudaError_t>(rr::cuda::launchCopy(dst, mine, bytes, rr::cuda::Cancel{}, sms * 8, nullptr)),
               "copy launch");
   }, iters);
   const double rate = 2.0 * bytes / (ms * 1e6);

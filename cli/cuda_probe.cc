@@ -30,8 +30,6 @@ std::string cudaReport() {
     const std::unique_ptr<rr::Device> device = rr::openCudaDevice(current);
     out += fmt::format("\nstream ordering on GPU {}: the caller's stream waits on the GPU by {}",
                        current, device->streamWait());
-    if (const std::string hazard = device->hazard(); !hazard.empty())
-      out += fmt::format("\nwarning: {}", hazard);
   } catch (const rr::DeviceError& e) {
     out += fmt::format("\nstream ordering: cannot open the GPU: {}", e.what());
   }

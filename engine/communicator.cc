@@ -8,10 +8,12 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <thread>
 #include <utility>
 
 #include "engine/bootstrap.h"
+#include "engine/device_pass.h"
 #include "engine/fusion.h"
 #include "engine/op_header.h"
 #include "engine/phase_stats.h"
@@ -257,18 +259,42 @@ std::shared_ptr<Request> Communicator::submit(Collective kind, const void* send,
   request->submitted = Clock::now();
   request->spin = std::chrono::microseconds(config_.spinUs);
   request->device = device;
-  if (ordered) {
-    try {
-      streamOrder_->order(*request, stream);
-    } catch (const DeviceError& e) {
-      fail(RR_ERR_CUDA, "{} on rank {}: {}", name, config_.rank, e.what());
-    }
-  }
-  if (!queue_.push(request, quiet)) {
+  // Pushed to the queue under the same lock as its device work: the device runs passes' work
+  // in the queue's order.
+  auto push = [&] {
+    if (queue_.push(request, quiet)) return;
     const std::string message =
         fmt::format("{} on rank {}: the communicator is being destroyed", name, config_.rank);
     request->complete(RR_ERR_INVALID_ARGUMENT, message);  // releases a held stream
     throw Error(RR_ERR_INVALID_ARGUMENT, message);
+  };
+  std::lock_guard<std::mutex> submitting(submitMutex_);
+  if (!ordered) {
+    push();
+  } else {
+    request->programBase = request->programEnd = programEnd_;
+    if (device >= 0) {
+      if (config_.size == 1)
+        request->programEnd += count > 0 && send != recv && kind != Collective::kBroadcast ? 1 : 0;
+      else
+        request->programEnd += static_cast<uint32_t>(RingSchedule(scheduleFor(kind, dtype, count, root, true)).numUnits());
+      programEnd_ = request->programEnd;  // taken even if queueing fails: the values stay in step
+    }
+    bool pushed = false;
+    try {
+      streamOrder_->order(
+          *request, stream, device >= 0 ? std::function<void()>([&] { queueDeviceWorkFor(*request); }) : nullptr,
+          [&] {
+            push();
+            pushed = true;
+          });
+    } catch (const DeviceError& e) {
+      const std::string message = fmt::format("{} on rank {}: {}", name, config_.rank, e.what());
+      // Queued with part of its device work (or without its stream held): the device's
+      // queue is no longer in step with the passes, so everything in flight fails.
+      if (pushed) abort(message + " (the communicator is aborted: its GPU work is incomplete)");
+      throw Error(RR_ERR_CUDA, message);
+    }
   }
   if (timeline_) timeline_->submitted(*request);
   return request;
@@ -287,14 +313,15 @@ void Communicator::openDevice(int ordinal, const char* name) {
   try {
     std::unique_ptr<Device> device =
         config_.fakeDevice
-            ? openFakeDevice(config_.testHoldByHostFunction, config_.testLazyKernels ? std::max(1, config_.timeoutMs / 2) : 0)
+            ? openFakeDevice(config_.testHoldByHostFunction,
+                             config_.testLazyKernels ? std::max(1, config_.timeoutMs / 2) : 0,
+                             static_cast<size_t>(config_.testGpuQueueDepth))
             : openCudaDevice(ordinal);
     if (engine_) engine_->attachDevice(device.get());
     streamOrder_ = std::make_unique<StreamOrder>(*device);
     device_ = std::move(device);
     log_->info("device buckets and streams on {}; the caller's stream waits on the GPU by {}",
                device_->describe(), device_->streamWait());
-    if (const std::string hazard = device_->hazard(); !hazard.empty()) log_->warn("{}", hazard);
   } catch (const DeviceError& e) {
     fail(RR_ERR_CUDA, "rank {}: opening GPU {}: {}", config_.rank, ordinal, e.what());
   }
@@ -302,15 +329,38 @@ void Communicator::openDevice(int ordinal, const char* name) {
 
 Device* Communicator::prepare(Request& r) {
   if (r.order == nullptr) return nullptr;
-  Device* device = r.device >= 0 ? device_.get() : nullptr;
-  if (device != nullptr) device->makeCurrent();
+  // A device bucket's work was queued at submission, behind the caller's stream: the pass
+  // makes no CUDA call. A host bucket waits here for the caller's stream.
+  if (r.device >= 0) return device_.get();
   streamOrder_->start(r, config_.rank, config_.timeoutMs, aborted_);
-  return device;
+  return nullptr;
 }
 
-void Communicator::waitDevice(Device& device, uint64_t ticket, const Request& r) {
+void Communicator::queueDeviceWorkFor(const Request& r) {
+  Device& device = *device_;
+  if (config_.size == 1) {  // every reduction is a copy (runLocal)
+    if (r.programEnd == r.programBase) return;
+    device.copy(r.recv, r.send, r.bytes, r.programEnd);
+    device.signalFlag(Device::kDone, r.programEnd);
+    return;
+  }
+  const Collective kind = r.desc.kind;
+  const RingSchedule schedule(scheduleFor(kind, r.desc.dtype, r.desc.count, r.desc.root, true));
+  DeviceWork w{schedule, r.desc.dtype, r.desc.op, config_.size, r.send, r.recv,
+               engine_->devStaging(), engine_->segmentBytes(), r.programBase};
+  // An all-gather's own block goes into place first, unless the call is in place.
+  uint8_t* mine = static_cast<uint8_t*>(r.recv) + static_cast<size_t>(config_.rank) * r.bytes;
+  if (kind == Collective::kAllGather && r.desc.count > 0 && static_cast<const uint8_t*>(r.send) != mine) {
+    w.preludeFrom = r.send;
+    w.preludeTo = mine;
+    w.preludeBytes = r.bytes;
+  }
+  queueDeviceWork(w, device);
+}
+
+void Communicator::waitDevice(Device& device, const Request& r) {
   const Clock::time_point until = Clock::now() + std::chrono::milliseconds(config_.timeoutMs);
-  while (!device.finished(ticket)) {
+  while (static_cast<int32_t>(device.flag(Device::kDone) - r.programEnd) < 0) {
     if (aborted_) fail(RR_ERR_ABORTED, "rank {}: rr_comm_abort was called", config_.rank);
     if (Clock::now() >= until)
       fail(RR_ERR_TIMEOUT,

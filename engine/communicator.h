@@ -82,9 +82,15 @@ class Communicator {
   // request, which the caller then waits for (at once, when it ran here).
   template <class SubmitOne>
   std::shared_ptr<Request> runBlocking(SubmitOne&& submitOne) {
-    std::unique_lock<std::mutex> engine(engineMutex_, std::defer_lock);
-    if (!config_.inlineBlocking || !engine.try_lock()) return submitOne(false);
+    if (!config_.inlineBlocking) return submitOne(false);
+    // Submitted before the engine is taken: a device bucket's submission may wait for room
+    // in the GPU's queue, which the progress thread makes, and it needs the engine for that.
     std::shared_ptr<Request> request = submitOne(true);
+    std::unique_lock<std::mutex> engine(engineMutex_, std::try_to_lock);
+    if (!engine.owns_lock()) {
+      queue_.announce();
+      return request;
+    }
     runHere(request);
     return request;
   }
@@ -120,7 +126,13 @@ class Communicator {
   // needs them (a device bucket, or a stream), before any stream is held: CUDA allocations
   // synchronise the device and would wait for held streams. Later ones must name the same GPU.
   void openDevice(int ordinal, const char* name);
-  void waitDevice(Device& device, uint64_t ticket, const Request& r);
+  // Waits until the device signalled the end of r's device work (runLocal's copy).
+  void waitDevice(Device& device, const Request& r);
+  // The schedule of a pass (both the progress thread and, for a device bucket, the
+  // submission that queues its device work make it).
+  ScheduleParams scheduleFor(Collective kind, rr_dtype_t dtype, size_t count, int root, bool device) const;
+  // With submitMutex_ held: queues a device bucket's work on its GPU (StreamOrder::order).
+  void queueDeviceWorkFor(const Request& r);
   void onIdle();
   // Completes a request (Request::complete) and counts it as finished.
   void finish(Request& r, rr_result_t code, std::string message);
@@ -148,6 +160,10 @@ class Communicator {
   }
   std::mutex deviceMutex_;
   std::unique_ptr<Device> device_;  // opened by the first submission that needs it
+  // Held by a submission from its device work to its place in the queue: the order of the
+  // device's work is the queue's. programEnd_: the flag value ending the last work queued.
+  std::mutex submitMutex_;
+  uint32_t programEnd_ = 0;
   std::unique_ptr<StreamOrder> streamOrder_;
   std::unique_ptr<ProgressEngine> engine_;
   std::unique_ptr<StallMonitor> monitor_;

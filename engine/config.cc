@@ -230,6 +230,10 @@ Config Config::load(const rr_config_t* o) {
       fail(RR_ERR_INVALID_ARGUMENT, "RR_TEST_KERNEL_LOADING=lazy needs RR_TEST_FAKE_DEVICE=1");
     c.testLazyKernels = std::string_view(k) == "lazy";
   }
+  if (const char* q = env("RR_TEST_GPU_QUEUE_DEPTH")) {
+    if (!c.fakeDevice) fail(RR_ERR_INVALID_ARGUMENT, "RR_TEST_GPU_QUEUE_DEPTH needs RR_TEST_FAKE_DEVICE=1");
+    c.testGpuQueueDepth = static_cast<int>(parseInt("RR_TEST_GPU_QUEUE_DEPTH", q, 1, 1 << 20));
+  }
   return c;
 }
 
@@ -282,14 +286,15 @@ std::string Config::describe() const {
       "rank {} of {} ({}), RR_ADDR={}, RR_SECRET {}, RR_TIMEOUT_MS={}, RR_CONNECT_TIMEOUT_MS={}, "
       "RR_SOCKET_IFNAME={}, RR_TRANSPORT={}, "
       "RR_SOCKETS_PER_LINK={}, RR_SEGMENT_BYTES={}, RR_FUSION_BYTES={}, RR_STALL_WARN_S={}, "
-      "RR_TIMELINE={}, RR_LOG_LEVEL={}, RR_SPIN_US={} ({}), RR_ALGO={}, RR_INLINE_BLOCKING={}{}{}{}{}",
+      "RR_TIMELINE={}, RR_LOG_LEVEL={}, RR_SPIN_US={} ({}), RR_ALGO={}, RR_INLINE_BLOCKING={}{}{}{}{}{}",
       rank, size, rankSource, addr.empty() ? "(none)" : addr, secret.empty() ? "unset" : "set",
       timeoutMs, connectTimeoutMs, ifname.empty() ? "(route to rank 0)" : ifname, transport, socketsPerLink, segmentBytes,
       fusionBytes, stallWarnS, timeline.empty() ? "(off)" : timeline, logLevel, spinUs, spinSource,
       algo, inlineBlocking ? 1 : 0, phases ? ", RR_PHASES=1" : "",
       fakeDevice ? ", RR_TEST_FAKE_DEVICE=1 (every buffer is memory of a fake GPU)" : "",
       testHoldByHostFunction ? ", RR_TEST_HOLD_STREAM=host-function" : "",
-      testLazyKernels ? ", RR_TEST_KERNEL_LOADING=lazy" : "");
+      testLazyKernels ? ", RR_TEST_KERNEL_LOADING=lazy" : "",
+      testGpuQueueDepth > 0 ? fmt::format(", RR_TEST_GPU_QUEUE_DEPTH={}", testGpuQueueDepth) : std::string());
 }
 
 }  // namespace rr

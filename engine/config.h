@@ -50,6 +50,8 @@
 //                           loads its kernels at their first launch, not at open (the
 //                           design that deadlocked on an H200), and gives up that load's
 //                           implicit synchronisation after half of RR_TIMEOUT_MS
+//   RR_TEST_GPU_QUEUE_DEPTH=N   tests only, with RR_TEST_FAKE_DEVICE=1: a stream of the
+//                           stand-in GPU holds at most N items (its rule 9; default 1024)
 //   RR_TEST_EXIT_IN_RING_SETUP=1   tests only: the rank exits (status 3) between the
 //                           rendezvous and its ring connections; =after-report: once its
 //                           ring formed and it told rank 0 so, before its links' traits
@@ -89,6 +91,7 @@ struct Config {
   bool fakeDevice = false;
   bool testHoldByHostFunction = false;  // RR_TEST_HOLD_STREAM=host-function (stand-in only)
   bool testLazyKernels = false;         // RR_TEST_KERNEL_LOADING=lazy (stand-in only)
+  int testGpuQueueDepth = 0;            // RR_TEST_GPU_QUEUE_DEPTH (stand-in only; 0: its default)
   bool testExitInRingSetup = false;     // RR_TEST_EXIT_IN_RING_SETUP=1
   bool testExitAfterRingReport = false; // RR_TEST_EXIT_IN_RING_SETUP=after-report
   int testPauseAfterSendsMs = 0;        // RR_TEST_PAUSE_AFTER_SENDS_MS

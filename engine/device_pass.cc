@@ -1,5 +1,7 @@
-// DevicePass; see device_pass.h.
+// DevicePass and the device work it drives; see device_pass.h.
 #include "engine/device_pass.h"
+
+#include <algorithm>
 
 #include <fmt/format.h>
 
@@ -8,39 +10,84 @@
 
 namespace rr {
 
-bool DevicePass::postSends(PassCounters& c) {
-  bool moved = false;
-  // Copy what the ring's first steps send from the user's buffer into send-slots, ahead.
-  while (sendStaged_ < s_.numUnits() && sendStaged_ < c.sendDone + PassShape::kInSlots) {
-    const size_t k = sendStaged_;
-    const Unit u = s_.unit(k);
-    uint64_t ticket = 0;
-    if (u.sendFrom != Buffer::kNone && u.dependsOn < 0) {
+void queueDeviceWork(const DeviceWork& w, Device& device) {
+  const RingSchedule& s = w.schedule;
+  const size_t n = s.numUnits();
+  const size_t depth = static_cast<size_t>(s.depth());
+  const size_t es = dtypeSize(w.dtype);
+  const DeviceSlots slots{w.staging, w.segmentBytes};
+  const auto* send = static_cast<const uint8_t*>(w.send);
+  auto* recv = static_cast<uint8_t*>(w.recv);
+  const uint32_t program = w.base + static_cast<uint32_t>(n);
+  auto value = [&](size_t k) { return w.base + static_cast<uint32_t>(k) + 1; };
+
+  if (w.preludeBytes > 0) device.copy(w.preludeTo, w.preludeFrom, w.preludeBytes, program);
+  // The send copies of units below `end`, in unit order.
+  size_t staged = 0;
+  auto stageBelow = [&](size_t end) {
+    for (; staged < std::min(end, n); ++staged) {
+      const size_t m = staged;
+      const Unit u = s.unit(m);
+      if (u.sendFrom == Buffer::kNone || u.dependsOn >= 0) continue;
       if (u.sendFrom == Buffer::kStage)
-        fail(RR_ERR_INTERNAL, "unit {} sends a staging slot without a dependency", k);
-      const uint8_t* base = u.sendFrom == Buffer::kSend ? send_ : recv_;
-      ticket = device_.copy(sendSlot(k), base + u.sendOffset * es_, u.sendCount * es_);
+        fail(RR_ERR_INTERNAL, "unit {} sends a staging slot without a dependency", m);
+      // Its send-slot held unit m - kInSlots, whose send must be done.
+      if (m >= PassShape::kInSlots) device.waitFlag(Device::kSent, value(m - PassShape::kInSlots));
+      const uint8_t* from = (u.sendFrom == Buffer::kSend ? send : recv) + u.sendOffset * es;
+      device.copy(slots.send(m), from, u.sendCount * es, program);
+      device.signalFlag(Device::kStaged, value(m));
     }
-    sendTicket_[k % PassShape::kRing] = ticket;
-    ++sendStaged_;
-    moved = true;
+  };
+  for (size_t k = 0; k < n; ++k) {
+    const Unit u = s.unit(k);
+    // Copies run ahead of the receives, and always before a receive that overwrites their bytes.
+    stageBelow(std::max(k + PassShape::kInSlots, u.afterSend >= 0 ? static_cast<size_t>(u.afterSend) + 1 : 0));
+    if (u.recvInto == Buffer::kNone) continue;
+    device.waitFlag(Device::kLanded, value(k));
+    uint8_t* user = recv + u.recvOffset * es;
+    if (u.reduce) {
+      // Write the out-slot only when the next step forwards this result.
+      bool forwarded = false;
+      if (k + depth < n) {
+        const Unit next = s.unit(k + depth);
+        forwarded = next.dependsOn == static_cast<int64_t>(k) && next.sendFrom != Buffer::kNone;
+      }
+      const bool toStage = u.recvInto == Buffer::kStage;
+      // In rank order: a segment from a lower rank is the first operand (receivedFirst is set
+      // only where the reduction is also the first, so both operands are scaled alike).
+      const uint8_t* mine = (u.reduceFrom == Buffer::kRecv ? recv : send) + u.reduceOffset * es;
+      const uint8_t* first = u.receivedFirst ? slots.in(k) : mine;
+      const uint8_t* second = u.receivedFirst ? mine : slots.in(k);
+      device.reduceCopyOut(toStage ? slots.out(k) : user, first, second,
+                           toStage || !forwarded ? nullptr : slots.out(k), u.recvCount, w.dtype, w.op,
+                           AvgStep{w.op == RR_AVG ? w.size : 0, u.firstReduce, u.lastReduce}, program);
+    } else {
+      device.copy(user, slots.in(k), u.recvCount * es, program);
+    }
+    device.signalFlag(Device::kDone, value(k));
   }
-  while (c.sendPosted < sendStaged_) {
+  stageBelow(n);
+}
+
+bool DevicePass::postSends(PassCounters& c) {
+  device_.raiseFlag(Device::kSent, base_ + static_cast<uint32_t>(c.sendDone));
+  bool moved = false;
+  while (c.sendPosted < s_.numUnits() && c.sendPosted < c.sendDone + PassShape::kInSlots) {
     const size_t k = c.sendPosted;
     const Unit u = s_.unit(k);
+    const uint8_t* from = nullptr;
     if (u.dependsOn >= 0) {
       // A forwarded all-gather segment is ready once it landed; a reduced one once its
-      // kernel finished.
+      // kernel signalled.
       const size_t j = static_cast<size_t>(u.dependsOn);
-      const bool ready = s_.unit(j).reduce ? c.recvDone > j : recvLanded_ > j;
-      if (!ready) break;
-    } else if (!device_.finished(sendTicket_[k % PassShape::kRing])) {
-      break;
+      const bool reduced = s_.unit(j).reduce;
+      if (!(reduced ? c.recvDone > j : recvLanded_ > j)) break;
+      from = reduced ? slots_.out(j) : slots_.in(j);
+    } else if (u.sendFrom != Buffer::kNone) {
+      if (!signalled(Device::kStaged, k)) break;
+      from = slots_.send(k);
     }
-    if (u.sendFrom != Buffer::kNone) {
-      const uint8_t* from = u.dependsOn < 0 ? sendSlot(k) : resultSlot(static_cast<size_t>(u.dependsOn));
-      right_.postSend(from, u.sendCount * es_, FrameType::kData);
-    }
+    if (u.sendFrom != Buffer::kNone) right_.postSend(from, u.sendCount * es_, FrameType::kData);
     noteSend(k, right_);
     ++c.sendPosted;
     moved = true;
@@ -57,7 +104,7 @@ bool DevicePass::postRecvs(PassCounters& c) {
     // (or earlier, for a broadcast chain).
     if (k + depth >= PassShape::kInSlots && c.sendDone <= k + depth - PassShape::kInSlots) break;
     const Unit u = s_.unit(k);
-    if (u.recvInto != Buffer::kNone) left_.postRecv(inSlot(k), u.recvCount * es_, FrameType::kData);
+    if (u.recvInto != Buffer::kNone) left_.postRecv(slots_.in(k), u.recvCount * es_, FrameType::kData);
     noteRecv(k, left_, u);
     ++c.recvPosted;
     moved = true;
@@ -66,42 +113,14 @@ bool DevicePass::postRecvs(PassCounters& c) {
 }
 
 bool DevicePass::completeRecvs(PassCounters& c) {
-  const size_t depth = static_cast<size_t>(s_.depth());
   bool moved = false;
   while (recvLanded_ < c.recvPosted && recvLanded(recvLanded_)) {
-    const size_t k = recvLanded_;
-    const Unit u = s_.unit(k);
-    // The send's copy out of the bucket is queued first: the engine's stream runs in order.
-    if (u.afterSend >= 0 && sendStaged_ <= static_cast<size_t>(u.afterSend)) break;
-    uint64_t ticket = 0;
-    if (u.recvInto != Buffer::kNone) {
-      uint8_t* user = recv_ + u.recvOffset * es_;
-      if (u.reduce) {
-        // Write the out-slot only when the next step forwards this result.
-        bool forwarded = false;
-        if (k + depth < s_.numUnits()) {
-          const Unit next = s_.unit(k + depth);
-          forwarded = next.dependsOn == static_cast<int64_t>(k) && next.sendFrom != Buffer::kNone;
-        }
-        const bool staged = u.recvInto == Buffer::kStage;
-        // In rank order: a segment from a lower rank is the first operand (receivedFirst is
-        // set only where the reduction is also the first, so both operands are scaled alike).
-        const uint8_t* mine = send_ + u.reduceOffset * es_;
-        const uint8_t* first = u.receivedFirst ? inSlot(k) : mine;
-        const uint8_t* second = u.receivedFirst ? mine : inSlot(k);
-        ticket = device_.reduceCopyOut(staged ? outSlot(k) : user, first,
-                                       second, staged || !forwarded ? nullptr : outSlot(k),
-                                       u.recvCount, dtype_, op_,
-                                       AvgStep{op_ == RR_AVG ? size_ : 0, u.firstReduce, u.lastReduce});
-      } else {
-        ticket = device_.copy(user, inSlot(k), u.recvCount * es_);
-      }
-    }
-    recvTicket_[k % PassShape::kRing] = ticket;
     ++recvLanded_;
+    device_.raiseFlag(Device::kLanded, base_ + static_cast<uint32_t>(recvLanded_));  // its step may run
     moved = true;
   }
-  while (c.recvDone < recvLanded_ && device_.finished(recvTicket_[c.recvDone % PassShape::kRing])) {
+  while (c.recvDone < recvLanded_ &&
+         (s_.unit(c.recvDone).recvInto == Buffer::kNone || signalled(Device::kDone, c.recvDone))) {
     ++c.recvDone;
     moved = true;
   }
@@ -109,7 +128,9 @@ bool DevicePass::completeRecvs(PassCounters& c) {
 }
 
 bool DevicePass::sendCopyPending(const PassCounters& c) const {
-  return c.sendPosted < sendStaged_ && s_.unit(c.sendPosted).dependsOn < 0;
+  if (c.sendPosted >= s_.numUnits()) return false;
+  const Unit u = s_.unit(c.sendPosted);
+  return u.dependsOn < 0 && u.sendFrom != Buffer::kNone && !signalled(Device::kStaged, c.sendPosted);
 }
 
 bool DevicePass::devicePending(const PassCounters& c) {
@@ -119,10 +140,10 @@ bool DevicePass::devicePending(const PassCounters& c) {
 
 std::string DevicePass::stalledOnDevice(const PassCounters& c) {
   std::string what;
-  if (recvLanded_ > c.recvDone && !device_.finished(recvTicket_[c.recvDone % PassShape::kRing]))
+  if (recvLanded_ > c.recvDone)
     what = fmt::format("the {} of received segment {}", s_.unit(c.recvDone).reduce ? "reduction" : "copy-in",
                        c.recvDone);
-  else if (sendCopyPending(c) && !device_.finished(sendTicket_[c.sendPosted % PassShape::kRing]))
+  else if (sendCopyPending(c))
     what = fmt::format("the copy of segment {} from the bucket into its send slot", c.sendPosted);
   if (what.empty()) return what;
   return fmt::format("device work on {} has not finished: {} (it runs on the library's stream "

@@ -214,7 +214,7 @@ bool ProgressEngine::uses(const Link* link) const {
 }
 
 PassTimes ProgressEngine::run(const RingSchedule& s, const GroupHeader& h, const GroupHeader* leftHeader,
-                              const void* send, void* recv, Device* device) {
+                              const void* send, void* recv, Device* device, uint32_t deviceBase) {
   if (pendingAbort_) throw *pendingAbort_;
   if (device != nullptr && device != device_)
     fail(RR_ERR_INTERNAL, "rank {}: a device pass before the device was attached", rank_);
@@ -251,7 +251,7 @@ PassTimes ProgressEngine::run(const RingSchedule& s, const GroupHeader& h, const
   // On the stack: a pass allocates nothing.
   std::optional<DevicePass> devicePass;
   std::optional<HostPass> hostPass;
-  Pass* pass = device != nullptr ? static_cast<Pass*>(&devicePass.emplace(args, *device))
+  Pass* pass = device != nullptr ? static_cast<Pass*>(&devicePass.emplace(args, *device, deviceBase))
                                  : &hostPass.emplace(args, reduce_, scale_);
   PassTimes times;
   times.start = times.peers = times.reduced = Clock::now();

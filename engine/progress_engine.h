@@ -75,9 +75,10 @@ class ProgressEngine {
   // posted and not all of them done, this rank stops `ms` (its neighbours move on meanwhile).
   void setTestPause(int ms) { testPauseMs_ = ms; }
   // Allocates the pinned staging of device passes, once; later passes must use the same
-  // device. Called on the submitting thread when the communicator opens its GPU, before any
+  // device. The staging's address is devStaging(). Called on the submitting thread when the communicator opens its GPU, before any
   // request holds a stream (the allocation synchronises the device).
   void attachDevice(Device* device);
+  uint8_t* devStaging() const { return devStaging_; }
 
   // Waits for the next header from the left (a proposal or a pass header) or a partner's
   // pass header, whichever comes first (a partner's first); `next` is this rank's next
@@ -101,10 +102,11 @@ class ProgressEngine {
   // already received it (a fusion decision from the left), else nullptr. A fusion
   // proposal that comes instead is absorbed when this rank runs one collective alone (it
   // cannot have fused more). With `device`, send and recv are that device's memory (see
-  // above); the device must stay the same for the engine's lifetime. Throws Error on
+  // above) and its work was queued at submission (queueDeviceWork, with `deviceBase`); the
+  // device must stay the same for the engine's lifetime. Throws Error on
   // mismatch, timeout, or peer failure, DeviceError when a CUDA call fails.
   PassTimes run(const RingSchedule& schedule, const GroupHeader& header, const GroupHeader* leftHeader,
-                const void* send, void* recv, Device* device = nullptr);
+                const void* send, void* recv, Device* device = nullptr, uint32_t deviceBase = 0);
 
  private:
   // The receive of one peer's op header: a fixed frame, then the counts of a fused pass.

@@ -136,8 +136,6 @@ void Communicator::runNext(const std::shared_ptr<Request>& front) {
 void Communicator::runPass(const std::vector<std::shared_ptr<Request>>& ops, const GroupHeader& h,
                            const GroupHeader* leftHeader, Clock::time_point waitStart) {
   Request& first = *ops.front();
-  const size_t es = dtypeSize(h.dtype);
-  const size_t n = static_cast<size_t>(config_.size);
   const bool fused = ops.size() > 1;
   Device* device = fused ? nullptr : prepare(first);  // fused buckets are plain host memory
   const void* send = first.send;
@@ -150,44 +148,18 @@ void Communicator::runPass(const std::vector<std::shared_ptr<Request>>& ops, con
   } else if (h.kind == Collective::kAllGather && count > 0 &&
              static_cast<const uint8_t*>(send) !=
                  static_cast<uint8_t*>(recv) + static_cast<size_t>(config_.rank) * first.bytes) {
+    // (A device bucket's copy was queued at submission: queueDeviceWorkFor.)
     uint8_t* mine = static_cast<uint8_t*>(recv) + static_cast<size_t>(config_.rank) * first.bytes;
-    if (device != nullptr)
-      waitDevice(*device, device->copy(mine, send, first.bytes), first);
-    else
-      std::memcpy(mine, send, first.bytes);
+    if (device == nullptr) std::memcpy(mine, send, first.bytes);
   }
 
-  ScheduleParams params;
-  params.kind = h.kind == Collective::kBarrier ? Collective::kAllReduce : h.kind;
-  params.rank = config_.rank;
-  params.size = config_.size;
-  params.count = count;
-  params.depth = ProgressEngine::kDepth;
-  params.root = h.root;
-  params.algo = config_.algorithmFor(h.kind, count * es, device != nullptr, span_);
+  const ScheduleParams params = scheduleFor(h.kind, h.dtype, count, h.root, device != nullptr);
   // This rank's header says which algorithm it runs; a left neighbour's that differs is
   // named by the engine (the settings differ between the ranks).
   GroupHeader mine = h;
   mine.algo = params.algo;
-  // Segments: a quarter of the largest block, rounded up to 4 KiB, at least 64 KiB and at
-  // most RR_SEGMENT_BYTES; a broadcast chain is n-1 hops deep, so it cuts the whole bucket in
-  // eight. Below 64 KiB a segment costs more in frames and wake-ups than its pipelining
-  // saves (bench/RESULTS.md, "Small buckets": 64 KiB on loopback n = 2 took 45 us with 4 KiB
-  // segments, 25 us with 64 KiB; emulated 1 Gbit/s hosts were link-bound either way). Where
-  // every link of the job costs a round trip per frame (UCX's pull), at least 128 KiB
-  // (bench/RESULTS.md, "Pulls from 64 KiB").
-  const bool blocks = h.kind == Collective::kAllGather || h.kind == Collective::kReduceScatter;
-  const size_t blockBytes = blocks ? count * es : (count * es + n - 1) / n;
-  const size_t wanted = h.kind == Collective::kBroadcast
-                            ? count * es / 8
-                            : (blockBytes + ProgressEngine::kDepth - 1) / ProgressEngine::kDepth;
-  const size_t minSegment = largeFrames_ ? kLargeFrameSegmentBytes : size_t{64} << 10;
-  const size_t segBytes = std::clamp<size_t>((wanted + 4095) / 4096 * 4096,
-                                             std::min(minSegment, engine_->segmentBytes()),
-                                             engine_->segmentBytes());
-  params.segElems = std::max<size_t>(1, segBytes / es);
 
-  PassTimes times = engine_->run(RingSchedule(params), mine, leftHeader, send, recv, device);
+  PassTimes times = engine_->run(RingSchedule(params), mine, leftHeader, send, recv, device, first.programBase);
   times.start = waitStart;
   if (fused) fusion_->unpack(ops);
   if (timeline_) timeline_->pass(ops, times);
@@ -198,11 +170,43 @@ void Communicator::runPass(const std::vector<std::shared_ptr<Request>>& ops, con
   if (phases_) phases_->record(ops, times);
 }
 
+ScheduleParams Communicator::scheduleFor(Collective kind, rr_dtype_t dtype, size_t count, int root,
+                                         bool device) const {
+  const size_t es = dtypeSize(dtype);
+  const size_t n = static_cast<size_t>(config_.size);
+  ScheduleParams params;
+  params.kind = kind == Collective::kBarrier ? Collective::kAllReduce : kind;
+  params.rank = config_.rank;
+  params.size = config_.size;
+  params.count = count;
+  params.depth = ProgressEngine::kDepth;
+  params.root = root;
+  params.algo = config_.algorithmFor(kind, count * es, device, span_);
+  // Segments: a quarter of the largest block, rounded up to 4 KiB, at least 64 KiB and at
+  // most RR_SEGMENT_BYTES; a broadcast chain is n-1 hops deep, so it cuts the whole bucket in
+  // eight. Below 64 KiB a segment costs more in frames and wake-ups than its pipelining
+  // saves (bench/RESULTS.md, "Small buckets": 64 KiB on loopback n = 2 took 45 us with 4 KiB
+  // segments, 25 us with 64 KiB; emulated 1 Gbit/s hosts were link-bound either way). Where
+  // every link of the job costs a round trip per frame (UCX's pull), at least 128 KiB
+  // (bench/RESULTS.md, "Pulls from 64 KiB").
+  const bool blocks = kind == Collective::kAllGather || kind == Collective::kReduceScatter;
+  const size_t blockBytes = blocks ? count * es : (count * es + n - 1) / n;
+  const size_t wanted = kind == Collective::kBroadcast
+                            ? count * es / 8
+                            : (blockBytes + ProgressEngine::kDepth - 1) / ProgressEngine::kDepth;
+  const size_t minSegment = largeFrames_ ? kLargeFrameSegmentBytes : size_t{64} << 10;
+  const size_t segBytes = std::clamp<size_t>((wanted + 4095) / 4096 * 4096,
+                                             std::min(minSegment, engine_->segmentBytes()),
+                                             engine_->segmentBytes());
+  params.segElems = std::max<size_t>(1, segBytes / es);
+  return params;
+}
+
 void Communicator::runLocal(const Request& r, Device* device) {
   // One rank: every reduction is a copy (AVG divides by one).
   if (r.desc.count == 0 || r.send == r.recv || r.desc.kind == Collective::kBroadcast) return;
   if (device != nullptr)
-    waitDevice(*device, device->copy(r.recv, r.send, r.bytes), r);
+    waitDevice(*device, r);  // the copy was queued at submission (queueDeviceWorkFor)
   else
     std::memmove(r.recv, r.send, r.bytes);
 }

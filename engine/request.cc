@@ -12,7 +12,7 @@ void Request::complete(rr_result_t code, std::string message) {
   if (done.load(std::memory_order_acquire)) return;  // once
   if (order != nullptr) {
     if (startEvent != nullptr) order->dropEvent(std::exchange(startEvent, nullptr));  // failed first
-    order->finished(orderNumber);
+    order->finished(orderNumber, programEnd, code != RR_SUCCESS);
   }
   {
     std::lock_guard<std::mutex> lock(mutex_);

@@ -40,6 +40,10 @@ struct Request {
   StreamOrder* order = nullptr;
   void* startEvent = nullptr;
   uint64_t orderNumber = 0;
+  // A device bucket's work, queued at submission (engine/device_pass.h): its flag values
+  // run from programBase + 1 to programEnd (programEnd == programBase: none).
+  uint32_t programBase = 0;
+  uint32_t programEnd = 0;
 
   // Fusion packs host buffers with memcpy before the pass: only host buckets that wait for
   // no stream can share a pass.

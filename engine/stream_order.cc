@@ -12,27 +12,38 @@
 
 namespace rr {
 
-void StreamOrder::order(Request& r, void* stream) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  void* event = device_.captureStream(stream);
+void StreamOrder::order(Request& r, void* stream, const std::function<void()>& queueWork,
+                        const std::function<void()>& push) {
+  uint64_t n = 0;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    n = ++next_;
+  }
+  // Outside the lock: a launch may wait while the GPU's queue is full, and finished() (the
+  // progress thread) must not wait for that.
+  void* event = nullptr;
   try {
-    device_.holdStream(stream, next_ + 1);
+    event = device_.captureStream(stream);
+    if (queueWork) device_.waitEvent(std::exchange(event, nullptr));
   } catch (...) {
-    device_.releaseEvent(event);
+    if (event != nullptr) device_.releaseEvent(event);
+    finished(n, r.programEnd, true);
     throw;
   }
   r.startEvent = event;
   r.order = this;
-  r.orderNumber = ++next_;
+  r.orderNumber = n;
+  // Queued before its device work: work that outnumbers what the GPU's queue takes (about a
+  // thousand entries, three per segment) waits there for its first steps to run, which
+  // needs the pass.
+  push();
+  if (queueWork) queueWork();
+  device_.holdStream(stream, n);  // after the work: a barrier while queueing it waits for no hold of its own
 }
 
 void StreamOrder::start(Request& r, int rank, int timeoutMs, const std::atomic<bool>& aborted) {
   void* event = std::exchange(r.startEvent, nullptr);
-  if (event == nullptr) return;
-  if (r.device >= 0) {  // the engine's stream waits for it; the host does not
-    device_.waitEvent(event);
-    return;
-  }
+  if (event == nullptr) return;  // none, or a device bucket's (taken at submission)
   // Host buffers written by work on the caller's stream: wait here until it is done.
   struct Release {
     Device& d;
@@ -51,17 +62,23 @@ void StreamOrder::start(Request& r, int rank, int timeoutMs, const std::atomic<b
   }
 }
 
-void StreamOrder::finished(uint64_t n) {
+void StreamOrder::finished(uint64_t n, uint32_t programEnd, bool failed) {
   std::lock_guard<std::mutex> lock(mutex_);
-  if (n != released_ + 1) {
-    early_.insert(n);
-    return;
+  early_[n] = Ended{programEnd, failed};
+  while (!early_.empty() && early_.begin()->first == released_ + 1) {
+    const auto it = early_.begin();
+    releaseLocked(it->first, it->second);
+    early_.erase(it);
   }
+}
+
+void StreamOrder::releaseLocked(uint64_t n, const Ended& e) {
+  // Every request before n has completed, so no pass of theirs or n's is left to raise
+  // these flags: cancel a failed one's kernels first, then let its steps go.
+  if (e.failed) device_.raiseFlag(Device::kCancel, e.programEnd);
+  device_.raiseFlag(Device::kLanded, e.programEnd);
+  device_.raiseFlag(Device::kSent, e.programEnd);
   released_ = n;
-  while (!early_.empty() && *early_.begin() == released_ + 1) {
-    released_ = *early_.begin();
-    early_.erase(early_.begin());
-  }
   device_.release(released_);
 }
 

@@ -1,10 +1,11 @@
-// A GPU as the engine sees it: staging memory it can reach, asynchronous reduce/copy work on
-// the engine's own stream with completion by polling, and the two halves of ordering a
+// A GPU as the engine sees it: staging memory it can reach, reduce/copy work on the engine's
+// own stream gated and signalled by flags in mapped memory, and the two halves of ordering a
 // collective on the caller's stream. No CUDA types appear here; streams and events are void*.
 //
 // Ordering on the caller's stream (engine/stream_order.h uses these):
 //   start   captureStream records an event on the caller's stream; waitEvent makes the
-//           engine's stream wait for it (on the GPU), or the host polls eventDone.
+//           engine's stream wait for it (on the GPU) before a device bucket's work, queued
+//           at the same call; for a host bucket the host polls eventDone.
 //   finish  holdStream(stream, n) queues, on the caller's stream, a wait ON THE GPU until the
 //           device's release counter reaches n; release(n) sets the counter from the host when
 //           request n has finished. Nothing ever blocks inside a host function: on Hopper a
@@ -46,13 +47,26 @@ class Device {
   virtual void* allocStaging(size_t bytes) = 0;
   virtual void freeStaging(void* p) = 0;
 
-  // Work queued in order on the engine's stream. Each call returns a ticket; finished(t) is
-  // true once every operation up to ticket t has completed. Ticket 0 means "no work".
+  // A collective's device work is queued whole on the engine's stream when it is submitted
+  // (engine/device_pass.h), gated by flags: 32-bit counters in memory that both the host and
+  // the GPU reach, compared cyclically ((int32_t)(flag - value) >= 0, as cuStreamWaitValue32's
+  // GEQ). The host raises the gates (kLanded, kSent) as the links move; the engine's stream
+  // raises the signals (kStaged, kDone) as its work completes; kCancel skips the kernels of
+  // collectives that failed. So the host makes no CUDA call while a collective runs, and no
+  // implicit synchronisation can stand between a held stream and the work that releases it.
+  enum Flag : int { kLanded, kSent, kStaged, kDone, kCancel, kFlags };
+  // The host's side: reads a flag; raises one to `value` (never lowers it).
+  virtual uint32_t flag(Flag f) const = 0;
+  virtual void raiseFlag(Flag f, uint32_t value) = 0;
+  // Queued in order on the engine's stream: a wait until flag >= value; a write of `value`
+  // once everything queued before it has completed, its memory writes visible first.
+  virtual void waitFlag(Flag f, uint32_t value) = 0;
+  virtual void signalFlag(Flag f, uint32_t value) = 0;
+  // Kernels queued on the engine's stream; each does nothing once kCancel >= `program`.
   // dst = mine op in, and out = dst when out is not NULL (RR_AVG: as avg says, reduce.h).
-  virtual uint64_t reduceCopyOut(void* dst, const void* mine, const void* in, void* out,
-                                 size_t count, rr_dtype_t dtype, rr_op_t op, AvgStep avg) = 0;
-  virtual uint64_t copy(void* dst, const void* src, size_t bytes) = 0;
-  virtual bool finished(uint64_t ticket) = 0;
+  virtual void reduceCopyOut(void* dst, const void* mine, const void* in, void* out, size_t count,
+                             rr_dtype_t dtype, rr_op_t op, AvgStep avg, uint32_t program) = 0;
+  virtual void copy(void* dst, const void* src, size_t bytes, uint32_t program) = 0;
 
   // Start of a request: an event recorded on `stream` (NULL: the legacy default stream).
   virtual void* captureStream(void* stream) = 0;
@@ -67,9 +81,6 @@ class Device {
   virtual void release(uint64_t n) = 0;
   // How holdStream waits, for logs and `ringreduce info`.
   virtual std::string streamWait() const = 0;
-  // A hazard of this device's setup that the user can remove, or "" (logged as a warning
-  // when the device opens, and printed by `ringreduce info`).
-  virtual std::string hazard() const { return {}; }
 };
 
 // Whether this library was built with CUDA.
@@ -84,6 +95,8 @@ std::unique_ptr<Device> openCudaDevice(int ordinal);
 // function that waits for the release; with lazyLoadingMs > 0, the kernels are not loaded at
 // open but at their first launch (rule 8), and the stand-in gives up the implicit
 // synchronisation that CUDA would wait on forever after lazyLoadingMs.
-std::unique_ptr<Device> openFakeDevice(bool holdByHostFunction = false, int lazyLoadingMs = 0);
+// queueDepth > 0: the bound of a stand-in stream's queue (its rule 9), for tests.
+std::unique_ptr<Device> openFakeDevice(bool holdByHostFunction = false, int lazyLoadingMs = 0,
+                                       size_t queueDepth = 0);
 
 }  // namespace rr

@@ -3,6 +3,7 @@
 // are the scalar reference; its staging is filled with a pattern so that bytes never written
 // are not zeros; allocating and freeing staging synchronise the device, as cudaHostAlloc and
 // cudaFreeHost do; its kernels are loaded when it opens, as the CUDA device's are.
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
@@ -24,8 +25,9 @@ namespace {
 
 class FakeDevice final : public Device {
  public:
-  FakeDevice(bool holdByHostFunction, int lazyLoadingMs)
+  FakeDevice(bool holdByHostFunction, int lazyLoadingMs, size_t queueDepth)
       : hostFunction_(holdByHostFunction), stream_(fake::createStream(/*nonBlocking=*/true)) {
+    if (queueDepth > 0) fake::setQueueDepthForTests(queueDepth);
     if (lazyLoadingMs > 0) {  // the design that hung on an H200: kernels load at first launch
       fake::setSyncLimitForTests(std::chrono::milliseconds(lazyLoadingMs));
       return;
@@ -46,12 +48,14 @@ class FakeDevice final : public Device {
     // As the CUDA device: let every held stream go, then free the counter behind an implicit
     // synchronisation (cudaFreeHost), so no stream still reads it. A stand-in hung past its
     // limit (a test that hung it on purpose) leaks its stream and counter instead.
+    for (Flag f : {kCancel, kLanded, kSent}) raiseFlag(f, gated_);
     release(held_.load());
     try {
       fake::destroyStream(stream_);
       fake::synchronizeDevice("cudaFreeHost");
       delete counter_;
     } catch (const std::exception&) {
+      new std::shared_ptr(flags_);  // leaked with the stream: its waits still read the flags
     }
   }
 
@@ -76,9 +80,17 @@ class FakeDevice final : public Device {
     std::free(p);
   }
 
-  uint64_t reduceCopyOut(void* dst, const void* mine, const void* in, void* out, size_t count,
-                         rr_dtype_t dtype, rr_op_t op, AvgStep avg) override {
-    return enqueue(reduceKernel(dtype, op), [=] {
+  uint32_t flag(Flag f) const override { return (*flags_)[f].load(std::memory_order_acquire); }
+  void raiseFlag(Flag f, uint32_t value) override { raise((*flags_)[f], value); }
+  void waitFlag(Flag f, uint32_t value) override {
+    fake::streamWaitValue(stream_, &(*flags_)[f], value);
+    noteQueued(value);
+  }
+  void signalFlag(Flag f, uint32_t value) override { fake::streamWriteValue(stream_, &(*flags_)[f], value); }
+
+  void reduceCopyOut(void* dst, const void* mine, const void* in, void* out, size_t count,
+                     rr_dtype_t dtype, rr_op_t op, AvgStep avg, uint32_t program) override {
+    enqueue(reduceKernel(dtype, op), program, [=] {
       if (op == RR_AVG && avg.ranks > 1 && dtypeIsFloat(dtype)) {  // as the host pass does
         std::vector<uint8_t> received(static_cast<const uint8_t*>(in),
                                       static_cast<const uint8_t*>(in) + count * dtypeSize(dtype));
@@ -93,11 +105,9 @@ class FakeDevice final : public Device {
     });
   }
 
-  uint64_t copy(void* dst, const void* src, size_t bytes) override {
-    return enqueue("copy", [=] { std::memmove(dst, src, bytes); });
+  void copy(void* dst, const void* src, size_t bytes, uint32_t program) override {
+    enqueue("copy", program, [=] { std::memmove(dst, src, bytes); });
   }
-
-  bool finished(uint64_t ticket) override { return ticket <= completed_->load(std::memory_order_acquire); }
 
   void* captureStream(void* stream) override {
     fake::Event* e = fake::createEvent();
@@ -129,13 +139,7 @@ class FakeDevice final : public Device {
     }
   }
 
-  void release(uint64_t n) override {
-    const auto v = static_cast<uint32_t>(n);
-    uint32_t cur = counter_->load(std::memory_order_relaxed);
-    while (static_cast<int32_t>(v - cur) > 0 &&
-           !counter_->compare_exchange_weak(cur, v, std::memory_order_release)) {
-    }
-  }
+  void release(uint64_t n) override { raise(*counter_, static_cast<uint32_t>(n)); }
 
   std::string streamWait() const override {
     return hostFunction_ ? "a blocking host function on the caller's stream (the design that "
@@ -158,33 +162,42 @@ class FakeDevice final : public Device {
     return fmt::format("reduce {} {}", dtypeName(dtype), opName(op == RR_AVG ? RR_SUM : op));
   }
 
-  uint64_t enqueue(const std::string& kernel, std::function<void()> work) {
-    const uint64_t ticket = issued_ + 1;
+  // Cyclic max: a flag only moves forward.
+  static void raise(std::atomic<uint32_t>& word, uint32_t v) {
+    uint32_t cur = word.load(std::memory_order_relaxed);
+    while (static_cast<int32_t>(v - cur) > 0 && !word.compare_exchange_weak(cur, v, std::memory_order_release)) {
+    }
+  }
+  void noteQueued(uint32_t value) {
+    if (static_cast<int32_t>(value - gated_) > 0) gated_ = value;
+  }
+
+  // A kernel of collective `program`: it does nothing once kCancel has reached the program.
+  void enqueue(const std::string& kernel, uint32_t program, std::function<void()> work) {
+    noteQueued(program);
     try {
-      fake::launch(stream_, kernel, [completed = completed_, ticket, work = std::move(work)] {
-        work();
-        completed->store(ticket, std::memory_order_release);  // one stream: in order
+      fake::launch(stream_, kernel, [flags = flags_, program, work = std::move(work)] {
+        if (static_cast<int32_t>((*flags)[kCancel].load(std::memory_order_acquire) - program) < 0) work();
       });
     } catch (const std::runtime_error& e) {  // rule 8: a first launch behind a held stream
       throw DeviceError(e.what());
     }
-    issued_ = ticket;
-    return ticket;
   }
 
   bool hostFunction_;
   fake::Stream* stream_;
-  uint64_t issued_ = 0;
-  // Shared with queued kernels, which may outlive a device hung on purpose.
-  std::shared_ptr<std::atomic<uint64_t>> completed_ = std::make_shared<std::atomic<uint64_t>>(0);
+  // Shared with queued work, which may outlive a device hung on purpose.
+  std::shared_ptr<std::array<std::atomic<uint32_t>, kFlags>> flags_ =
+      std::make_shared<std::array<std::atomic<uint32_t>, kFlags>>();
+  uint32_t gated_ = 0;  // the largest gate or program value queued (the destructor ungates to it)
   std::atomic<uint32_t>* counter_ = new std::atomic<uint32_t>(0);  // what held streams wait on
   std::atomic<uint64_t> held_{0};
 };
 
 }  // namespace
 
-std::unique_ptr<Device> openFakeDevice(bool holdByHostFunction, int lazyLoadingMs) {
-  return std::make_unique<FakeDevice>(holdByHostFunction, lazyLoadingMs);
+std::unique_ptr<Device> openFakeDevice(bool holdByHostFunction, int lazyLoadingMs, size_t queueDepth) {
+  return std::make_unique<FakeDevice>(holdByHostFunction, lazyLoadingMs, queueDepth);
 }
 
 }  // namespace rr

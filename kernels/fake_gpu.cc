@@ -29,7 +29,7 @@ struct Event {
 
 namespace {
 
-enum class Kind { kKernel, kHostFunc, kRecord, kWaitEvent, kWaitValue };
+enum class Kind { kKernel, kHostFunc, kRecord, kWaitEvent, kWaitValue, kWriteValue };
 
 const char* kindName(Kind k) {
   switch (k) {
@@ -38,6 +38,7 @@ const char* kindName(Kind k) {
     case Kind::kRecord: return "an event record";
     case Kind::kWaitEvent: return "an event wait";
     case Kind::kWaitValue: return "a value wait";
+    case Kind::kWriteValue: return "a value write";
   }
   return "?";
 }
@@ -50,7 +51,7 @@ struct Op {
   std::function<void()> fn;
   std::shared_ptr<EventState> event;
   uint64_t gen = 0;
-  const std::atomic<uint32_t>* addr = nullptr;
+  std::atomic<uint32_t>* addr = nullptr;
   uint32_t value = 0;
   Clock::time_point notBefore{};
 };
@@ -104,7 +105,13 @@ class Gpu {
 
   void enqueue(Stream* s, Op op) {
     if (s == nullptr) s = &legacy_;
-    std::lock_guard<std::mutex> lock(mutex_);
+    std::unique_lock<std::mutex> lock(mutex_);
+    // Rule 9: a full queue takes the next item only once one has completed.
+    if (!cv_.wait_for(lock, syncLimit_, [&] { return s->queue.size() < queueDepth_; }))
+      throw std::runtime_error(fmt::format(
+          "fake GPU: {} holds {} items, its queue is full, and none completed for {} ms (a real "
+          "GPU would wait forever): {}",
+          s->name, s->queue.size(), syncLimit_.count(), stateLocked()));
     op.seq = ++seq_;
     if (op.kind == Kind::kRecord) op.gen = ++op.event->recorded;
     s->queue.push_back(std::move(op));
@@ -186,6 +193,11 @@ class Gpu {
     syncLimit_ = limit;
   }
 
+  void setQueueDepth(size_t depth) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    queueDepth_ = depth > 0 ? depth : kQueueDepth;
+  }
+
  private:
   std::vector<Stream*> all() {
     std::vector<Stream*> out{&legacy_};
@@ -254,6 +266,8 @@ class Gpu {
       }
       if (op.kind == Kind::kRecord) {
         op.event->completed = std::max(op.event->completed, op.gen);
+      } else if (op.kind == Kind::kWriteValue) {
+        op.addr->store(op.value, std::memory_order_release);  // after the work before it
       } else if (op.kind == Kind::kKernel || op.kind == Kind::kHostFunc) {
         const bool host = op.kind == Kind::kHostFunc;
         hostFuncs_ += host ? 1 : 0;
@@ -285,6 +299,7 @@ class Gpu {
   std::set<std::string> loaded_;   // kernels loaded (rule 8)
   std::multiset<uint64_t> barriers_;  // implicit synchronisations in progress (rule 5)
   std::chrono::milliseconds syncLimit_ = kSyncLimit;
+  size_t queueDepth_ = kQueueDepth;  // rule 9
 };
 
 // Rule 7: a host function may not call CUDA.
@@ -351,6 +366,14 @@ bool eventQuery(Event* event) {
 void streamWaitValue(Stream* stream, const std::atomic<uint32_t>* addr, uint32_t value) {
   noCallFromHostFunc("cuStreamWaitValue32");
   Op op(Kind::kWaitValue);
+  op.addr = const_cast<std::atomic<uint32_t>*>(addr);  // only read
+  op.value = value;
+  Gpu::get().enqueue(stream, std::move(op));
+}
+
+void streamWriteValue(Stream* stream, std::atomic<uint32_t>* addr, uint32_t value) {
+  noCallFromHostFunc("cuStreamWriteValue32");
+  Op op(Kind::kWriteValue);
   op.addr = addr;
   op.value = value;
   Gpu::get().enqueue(stream, std::move(op));
@@ -374,5 +397,7 @@ void synchronizeDevice(const char* call) {
 std::string describeState() { return Gpu::get().state(); }
 
 void setSyncLimitForTests(std::chrono::milliseconds limit) { Gpu::get().setSyncLimit(limit); }
+
+void setQueueDepthForTests(size_t depth) { Gpu::get().setQueueDepth(depth); }
 
 }  // namespace rr::fake

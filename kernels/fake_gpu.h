@@ -34,12 +34,19 @@
 //      held on a value that only later work releases never returns (seen on an H200: every
 //      device collective hung at the first launch of each of the library's kernels).
 //      loadKernel loads one ahead of time, as cudaFuncGetAttributes and cuFuncLoad do.
+//   9. A stream's queue is bounded: queueing onto a stream that holds kQueueDepth items waits
+//      until one completes (CUDA: about a thousand launches per stream, then the launch
+//      blocks; measured by others, e.g. stackoverflow.com/questions/53970187; not documented).
+//      So a call that queues a collective's device work whole can wait there for the
+//      collective's own progress. Where CUDA would wait forever, the stand-in gives up after
+//      kSyncLimit and throws, naming the full stream. Tests may shrink the bound.
 //
 // Memory is host memory; "device memory" is whatever the engine treats as such.
 #pragma once
 
 #include <atomic>
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -51,8 +58,11 @@ struct Event;
 
 constexpr std::chrono::microseconds kLatency{200};
 constexpr std::chrono::seconds kSyncLimit{20};
+constexpr size_t kQueueDepth = 1024;  // rule 9, unless setQueueDepthForTests
 // Tests of the stand-in itself shorten the limit of rule 5 (and of destroyStream).
 void setSyncLimitForTests(std::chrono::milliseconds limit);
+// Tests: the bound of rule 9 (0: kQueueDepth).
+void setQueueDepthForTests(size_t depth);
 
 // Streams. `nonBlocking`: not ordered with the legacy default stream. legacyStream() is
 // stream NULL; a null Stream* given to any call below means it too.
@@ -76,6 +86,8 @@ bool eventQuery(Event* event);  // the event's last record has completed (or it 
 
 // The stream waits until (int32_t)(addr->load() - value) >= 0; the host writes *addr.
 void streamWaitValue(Stream* stream, const std::atomic<uint32_t>* addr, uint32_t value);
+// Once the work queued before it on the stream has completed, *addr = value (cuStreamWriteValue32).
+void streamWriteValue(Stream* stream, std::atomic<uint32_t>* addr, uint32_t value);
 
 bool streamQuery(Stream* stream);  // every item queued on it has completed
 // Waits until the stream is idle; false if it is not within `limit`.

@@ -11,9 +11,11 @@
 //               hold that blocks the device (a waiting host function) fails here.
 //   order-cold  order, with the checker kernel launched for the first time while the
 //               all-reduce holds the stream: its lazy load is a barrier across the device
-//               (fake_gpu.h, rules 5 and 8) that the library's kernels queue behind, so the
-//               all-reduce ends in RR_ERR_TIMEOUT naming the device work, as on an H200 (a
-//               known limit of the device path; README, "GPU buckets")
+//               (fake_gpu.h, rules 5 and 8). The library queues a collective's device work
+//               at the call, so the barrier waits only for work that needs no further CUDA
+//               call, and the check passes. (When the progress thread launched each kernel
+//               as segments landed, they queued behind the barrier and the all-reduce ended
+//               in RR_ERR_TIMEOUT, on the stand-in and on an H200.)
 //   hang        the last rank's stream never lets the all-reduce start (a kernel that waits
 //               until the test is over): every rank must fail with RR_ERR_TIMEOUT naming the
 //               unfinished device work and the rank whose GPU it is, never hang.

@@ -236,3 +236,34 @@ TEST_CASE("stand-in rule 8: a kernel's first launch loads it behind an implicit 
   fake::destroyStream(lib);
   fake::destroyStream(held);
 }
+
+TEST_CASE("stand-in rule 9: a full stream takes more work only once some completes, so "
+          "queueing behind work that waits for later work never returns") {
+  fake::setQueueDepthForTests(16);
+  fake::Stream* s = fake::createStream(/*nonBlocking=*/true);
+  std::atomic<uint32_t> gate{0};
+  // The queue fills with waits on a gate that only the host raises: queueing more waits.
+  for (size_t i = 0; i < 16; ++i) fake::streamWaitValue(s, &gate, 1);
+  fake::setSyncLimitForTests(200ms);
+  std::string message;
+  try {
+    fake::launch(s, kTest, [] {});
+  } catch (const std::runtime_error& e) {
+    message = e.what();
+  }
+  INFO(message);
+  CHECK(message.find("its queue is full") != std::string::npos);
+  // Raised from another thread while the launch waits for room: it then goes in and runs.
+  std::atomic<bool> ran{false};
+  std::thread host([&] {
+    std::this_thread::sleep_for(50ms);
+    gate = 1;
+  });
+  fake::launch(s, kTest, [&] { ran = true; });
+  host.join();
+  fake::setQueueDepthForTests(0);
+  fake::setSyncLimitForTests(std::chrono::duration_cast<std::chrono::milliseconds>(fake::kSyncLimit));
+  CHECK(fake::streamSynchronize(s, 5000ms));
+  CHECK(ran.load());
+  fake::destroyStream(s);
+}

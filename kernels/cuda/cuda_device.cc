@@ -1,8 +1,8 @@
-// Device on the CUDA runtime: the engine's own non-blocking stream, a ring of events that
-// turn queued work into pollable tickets, mapped pinned staging, and the two halves of
-// stream ordering (device.h): an event recorded on the caller's stream that the engine's
-// stream waits for, and a wait ON THE GPU that holds the caller's stream until the host
-// releases it (StreamWaiter below). Every failed call throws DeviceError with CUDA's message.
+// Device on the CUDA runtime: the engine's own non-blocking stream, mapped pinned staging and
+// flags that gate and signal its work (stream memory operations, MemOps below), and the two
+// halves of stream ordering (device.h): an event recorded on the caller's stream that the
+// engine's stream waits for, and a wait ON THE GPU that holds the caller's stream until the
+// host releases it. Every failed call throws DeviceError with CUDA's message.
 #include <cuda.h>  // driver API types only: no symbol of libcuda is linked
 #include <cuda_runtime_api.h>
 #include <fmt/format.h>
@@ -62,79 +62,102 @@ class ScopedDevice {
   bool restore_ = false;
 };
 
-// How the caller's stream waits for a request: cuStreamWaitValue32 on the release counter
-// (a stream memory operation of the driver API, reached through the runtime's entry-point
-// query so that libcuda is never linked), or, where the device has no stream memory
-// operations, a one-thread kernel on the caller's stream that polls the counter.
-class StreamWaiter {
+// A driver API function of at least CUDA `version` (12040: 12.4), through the runtime's
+// entry-point query so that libcuda is never linked; nullptr where the driver lacks it.
+void* driverEntry(const char* name, int version) {
+  void* fn = nullptr;
+  cudaDriverEntryPointQueryResult found = cudaDriverEntryPointSymbolNotFound;
+  if (cudaGetDriverEntryPointByVersion(name, &fn, version, cudaEnableDefault, &found) != cudaSuccess ||
+      found != cudaDriverEntryPointSuccess) {
+    cudaGetLastError();
+    return nullptr;
+  }
+  return fn;
+}
+
+// Stream memory operations (driver API, reached through the runtime's entry-point query so
+// that libcuda is never linked): cuStreamWaitValue32 holds a stream until a flag in mapped
+// pinned memory reaches a value, cuStreamWriteValue32 writes one once the work before it has
+// completed (with a memory fence first). Where the device has none, one-thread kernels do
+// the same by polling and writing (reduce_kernels.cu).
+class MemOps {
  public:
   using WaitValue32 = CUresult (*)(CUstream, CUdeviceptr, cuuint32_t, unsigned int);
+  using WriteValue32 = CUresult (*)(CUstream, CUdeviceptr, cuuint32_t, unsigned int);
 
-  // Probes the memory wait on `stream` (the engine's own, idle) with an already true condition.
-  void init(cudaStream_t stream, const void* counter) {
-    void* fn = nullptr;
-    cudaDriverEntryPointQueryResult found = cudaDriverEntryPointSymbolNotFound;
-    const cudaError_t rc = cudaGetDriverEntryPointByVersion("cuStreamWaitValue32", &fn, 12000,
-                                                           cudaEnableDefault, &found);
-    if (rc != cudaSuccess || found != cudaDriverEntryPointSuccess || fn == nullptr) {
-      cudaGetLastError();
-      how_ = "a polling kernel on the caller's stream (the driver has no cuStreamWaitValue32)";
+  // Probes both on `stream` (the engine's own, idle): a wait whose condition already holds,
+  // and a write of the value `scratch` already has.
+  void init(cudaStream_t stream, const void* counter, void* scratch) {
+    auto wait = reinterpret_cast<WaitValue32>(driverEntry("cuStreamWaitValue32", 12000));
+    auto write = reinterpret_cast<WriteValue32>(driverEntry("cuStreamWriteValue32", 12000));
+    if (wait == nullptr || write == nullptr) {
+      how_ = "one-thread kernels that poll and write flags (the driver has no stream memory operations)";
       return;
     }
-    auto wait = reinterpret_cast<WaitValue32>(fn);
-    const CUresult probe = wait(stream, reinterpret_cast<CUdeviceptr>(counter), 0, CU_STREAM_WAIT_VALUE_GEQ);
+    CUresult probe = wait(reinterpret_cast<CUstream>(stream), reinterpret_cast<CUdeviceptr>(counter), 0,
+                          CU_STREAM_WAIT_VALUE_GEQ);
+    if (probe == CUDA_SUCCESS)
+      probe = write(reinterpret_cast<CUstream>(stream), reinterpret_cast<CUdeviceptr>(scratch),
+                    *static_cast<volatile uint32_t*>(scratch), CU_STREAM_WRITE_VALUE_DEFAULT);
     if (probe != CUDA_SUCCESS) {
-      how_ = fmt::format("a polling kernel on the caller's stream (cuStreamWaitValue32 returned "
-                         "CUresult {}: no stream memory operations on this device)",
+      how_ = fmt::format("one-thread kernels that poll and write flags (a stream memory operation "
+                         "returned CUresult {}: none on this device)",
                          static_cast<int>(probe));
+      check(cudaStreamSynchronize(stream), "cudaStreamSynchronize (stream memory operation probe)");
       return;
     }
-    check(cudaStreamSynchronize(stream), "cudaStreamSynchronize (stream memory wait probe)");
+    check(cudaStreamSynchronize(stream), "cudaStreamSynchronize (stream memory operation probe)");
     wait_ = wait;
-    how_ = "cuStreamWaitValue32 on a counter in mapped pinned memory (stream memory operations)";
+    write_ = write;
+    how_ = "cuStreamWaitValue32 and cuStreamWriteValue32 on flags in mapped pinned memory "
+           "(stream memory operations)";
   }
 
-  void hold(cudaStream_t stream, const void* counter, uint32_t value) const {
+  void wait(cudaStream_t stream, const void* flag, uint32_t value, const char* what) const {
     if (wait_ != nullptr) {
-      const CUresult rc = wait_(stream, reinterpret_cast<CUdeviceptr>(counter), value, CU_STREAM_WAIT_VALUE_GEQ);
-      if (rc != CUDA_SUCCESS)
-        throw DeviceError(fmt::format("cuStreamWaitValue32 on the caller's stream: CUresult {}", static_cast<int>(rc)));
+      const CUresult rc = wait_(reinterpret_cast<CUstream>(stream), reinterpret_cast<CUdeviceptr>(flag), value,
+                                CU_STREAM_WAIT_VALUE_GEQ);
+      if (rc != CUDA_SUCCESS) throw DeviceError(fmt::format("cuStreamWaitValue32 on {}: CUresult {}", what, static_cast<int>(rc)));
       return;
     }
-    check(static_cast<cudaError_t>(cuda::launchWaitFlag(counter, value, stream)),
-          "the stream-wait kernel launch on the caller's stream");
+    check(static_cast<cudaError_t>(cuda::launchWaitFlag(flag, value, stream)), "the flag-wait kernel launch");
+  }
+
+  void write(cudaStream_t stream, void* flag, uint32_t value) const {
+    if (write_ != nullptr) {
+      const CUresult rc = write_(reinterpret_cast<CUstream>(stream), reinterpret_cast<CUdeviceptr>(flag), value,
+                                 CU_STREAM_WRITE_VALUE_DEFAULT);
+      if (rc != CUDA_SUCCESS)
+        throw DeviceError(fmt::format("cuStreamWriteValue32 on the library's stream: CUresult {}", static_cast<int>(rc)));
+      return;
+    }
+    check(static_cast<cudaError_t>(cuda::launchSignalFlag(flag, value, stream)), "the flag-write kernel launch");
   }
 
   const std::string& how() const { return how_; }
 
  private:
   WaitValue32 wait_ = nullptr;
+  WriteValue32 write_ = nullptr;
   std::string how_;
 };
 
 // Loads every kernel of the library now, while no stream of this communicator is held.
 // Lazy loading (CUDA's default since 12.2) loads a kernel at its first launch, and that load
 // may synchronise the device: it waits for the work already queued on every stream of the
-// process. A caller's stream held on the release counter (StreamWaiter) does not get past
-// its wait until the engine's kernels have run, so the first launch of each of them
-// deadlocked on an H200 (bench/RESULTS.md, "GPU kernels and device buffers"). cudaFuncGetAttributes loads a kernel; where the driver has
+// process. When the progress thread launched the kernels as segments landed, a caller's
+// stream held on the release counter did not get past its wait until those kernels had run,
+// so the first launch of each deadlocked on an H200 (bench/RESULTS.md, "GPU kernels and
+// device buffers"). A collective's work is now queued at the call, where such a load only
+// waits for work that completes without it; loading at open still keeps the load's stall out
+// of the first collectives. cudaFuncGetAttributes loads a kernel; where the driver has
 // cuFuncIsLoaded and cuFuncLoad (12.4), each kernel is checked and loaded explicitly if it
 // is not. Returns what was done, for `ringreduce info` and the log.
 std::string preloadKernels() {
   using IsLoaded = CUresult (*)(CUfunctionLoadingState*, CUfunction);
   using Load = CUresult (*)(CUfunction);
-  auto entry = [](const char* name) -> void* {
-    void* fn = nullptr;
-    cudaDriverEntryPointQueryResult found = cudaDriverEntryPointSymbolNotFound;
-    if (cudaGetDriverEntryPointByVersion(name, &fn, 12040, cudaEnableDefault, &found) != cudaSuccess ||
-        found != cudaDriverEntryPointSuccess) {
-      cudaGetLastError();
-      return nullptr;
-    }
-    return fn;
-  };
-  const auto isLoaded = reinterpret_cast<IsLoaded>(entry("cuFuncIsLoaded"));
-  const auto load = reinterpret_cast<Load>(entry("cuFuncLoad"));
+  const auto isLoaded = reinterpret_cast<IsLoaded>(driverEntry("cuFuncIsLoaded", 12040));
+  const auto load = reinterpret_cast<Load>(driverEntry("cuFuncLoad", 12040));
   const std::vector<const void*> kernels = cuda::kernelSymbols();
   size_t confirmed = 0;
   for (const void* k : kernels) {
@@ -152,38 +175,11 @@ std::string preloadKernels() {
   if (isLoaded == nullptr)
     return fmt::format("its {} kernels loaded when it opened (cudaFuncGetAttributes; this driver "
                        "has no cuFuncIsLoaded to confirm it)", kernels.size());
-  if (confirmed < kernels.size())
-    throw DeviceError(fmt::format(
-        "{} of the library's {} kernels are still not loaded after cudaFuncGetAttributes and "
-        "cuFuncLoad; the first launch of one would load it lazily, and that load waits for "
-        "every stream, a held caller's stream included (set CUDA_MODULE_LOADING=EAGER)",
-        kernels.size() - confirmed, kernels.size()));
+  if (confirmed < kernels.size())  // each then loads at its first launch, at a call: slower, not stuck
+    return fmt::format("{} of its {} kernels loaded when it opened (cuFuncIsLoaded: the others load "
+                       "at their first launch)", confirmed, kernels.size());
   return fmt::format("its {} kernels loaded when it opened ({} of {} confirmed by cuFuncIsLoaded)",
                      kernels.size(), confirmed, kernels.size());
-}
-
-// The program's own kernels load lazily too (the library cannot load them): the first launch
-// of one while a collective holds its stream is a barrier across the device, behind which the
-// library's next kernel waits, so that collective stalls until RR_TIMEOUT_MS ends it (seen on
-// an H200 in test/gpu_stream_check; it passes with CUDA_MODULE_LOADING=EAGER). Says so where
-// the driver reports lazy loading on.
-std::string lazyLoadingHazard() {
-  using GetMode = CUresult (*)(CUmoduleLoadingMode*);
-  void* fn = nullptr;
-  cudaDriverEntryPointQueryResult found = cudaDriverEntryPointSymbolNotFound;
-  if (cudaGetDriverEntryPointByVersion("cuModuleGetLoadingMode", &fn, 12000, cudaEnableDefault, &found) !=
-          cudaSuccess ||
-      found != cudaDriverEntryPointSuccess) {
-    cudaGetLastError();
-    return {};
-  }
-  CUmoduleLoadingMode mode = CU_MODULE_EAGER_LOADING;
-  if (reinterpret_cast<GetMode>(fn)(&mode) != CUDA_SUCCESS || mode != CU_MODULE_LAZY_LOADING) return {};
-  return "CUDA loads kernels lazily here (CUDA_MODULE_LOADING is not EAGER): a kernel of this "
-         "program launched for the first time while a collective holds its stream stops the "
-         "GPU until that collective ends, which needs the GPU, so the collective fails with "
-         "RR_ERR_TIMEOUT; set CUDA_MODULE_LOADING=EAGER, or run each kernel once before the "
-         "first collective";
 }
 
 class CudaDevice final : public Device {
@@ -194,25 +190,26 @@ class CudaDevice final : public Device {
       // Non-blocking: the engine's stream is ordered with no caller's stream (the legacy
       // default stream included) except through the events it waits for.
       check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
-      for (auto& e : events_) check(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreateWithFlags");
       int sms = 0;
       check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, ordinal_), "cudaDeviceGetAttribute");
       maxBlocks_ = std::max(sms, 1) * 8;
       cudaDeviceProp prop{};
       check(cudaGetDeviceProperties(&prop, ordinal_), "cudaGetDeviceProperties");
       name_ = fmt::format("GPU {} ({}, sm_{}{})", ordinal_, prop.name, prop.major, prop.minor);
-      void* counter = nullptr;
-      check(cudaHostAlloc(&counter, 64, cudaHostAllocMapped | cudaHostAllocPortable),
-            "cudaHostAlloc (release counter)");
-      counter_ = new (counter) std::atomic<uint32_t>(0);
+      // The release counter and the flags, each on its own 64-byte line.
+      void* words = nullptr;
+      check(cudaHostAlloc(&words, kLine * (1 + kFlags), cudaHostAllocMapped | cudaHostAllocPortable),
+            "cudaHostAlloc (release counter and flags)");
+      words_ = static_cast<uint8_t*>(words);
+      counter_ = new (words_) std::atomic<uint32_t>(0);
+      for (int f = 0; f < kFlags; ++f) new (words_ + kLine * (1 + f)) std::atomic<uint32_t>(0);
       void* onDevice = nullptr;
-      check(cudaHostGetDevicePointer(&onDevice, counter, 0), "cudaHostGetDevicePointer");
-      if (onDevice != counter)
+      check(cudaHostGetDevicePointer(&onDevice, words, 0), "cudaHostGetDevicePointer");
+      if (onDevice != words)
         throw DeviceError("pinned memory is mapped at a different device address: this platform "
                           "lacks unified virtual addressing");
-      waiter_.init(stream_, counter_);
+      memOps_.init(stream_, counter_, at(kCancel));
       loaded_ = preloadKernels();
-      hazard_ = lazyLoadingHazard();
     } catch (...) {
       destroy();
       throw;
@@ -220,11 +217,12 @@ class CudaDevice final : public Device {
   }
 
   ~CudaDevice() override {
-    // No ScopedDevice here: a destructor must not throw. Let every held stream go, wait
-    // (bounded) for the engine's stream, then free.
+    // No ScopedDevice here: a destructor must not throw. Cancel and ungate whatever work is
+    // still queued, let every held stream go, wait (bounded) for the engine's stream, then free.
     int previous = -1;
     if (cudaGetDevice(&previous) != cudaSuccess) previous = -1;
     if (previous != ordinal_) cudaSetDevice(ordinal_);
+    for (Flag f : {kCancel, kLanded, kSent}) raiseFlag(f, gated_);
     release(held_.load());
     for (int i = 0; i < 3000 && cudaStreamQuery(stream_) == cudaErrorNotReady; ++i)
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
@@ -252,27 +250,31 @@ class CudaDevice final : public Device {
   }
   void freeStaging(void* p) override { cudaFreeHost(p); }
 
-  uint64_t reduceCopyOut(void* dst, const void* mine, const void* in, void* out, size_t count,
-                         rr_dtype_t dtype, rr_op_t op, AvgStep avg) override {
-    check(static_cast<cudaError_t>(cuda::launchReduceCopyOut(dst, mine, in, out, count, dtype, op,
-                                                             avg, maxBlocks_, stream_)),
+  uint32_t flag(Flag f) const override { return at(f)->load(std::memory_order_acquire); }
+  void raiseFlag(Flag f, uint32_t value) override { raise(*at(f), value); }
+
+  void waitFlag(Flag f, uint32_t value) override {
+    const ScopedDevice scope(ordinal_);
+    memOps_.wait(stream_, at(f), value, "the library's stream");
+    noteQueued(value);
+  }
+  void signalFlag(Flag f, uint32_t value) override {
+    const ScopedDevice scope(ordinal_);
+    memOps_.write(stream_, at(f), value);
+  }
+
+  void reduceCopyOut(void* dst, const void* mine, const void* in, void* out, size_t count,
+                     rr_dtype_t dtype, rr_op_t op, AvgStep avg, uint32_t program) override {
+    const ScopedDevice scope(ordinal_);
+    check(static_cast<cudaError_t>(cuda::launchReduceCopyOut(dst, mine, in, out, count, dtype, op, avg,
+                                                             cancel(program), maxBlocks_, stream_)),
           "reduce-and-copy-out kernel launch");
-    return record();
   }
 
-  uint64_t copy(void* dst, const void* src, size_t bytes) override {
-    check(static_cast<cudaError_t>(cuda::launchCopy(dst, src, bytes, maxBlocks_, stream_)),
+  void copy(void* dst, const void* src, size_t bytes, uint32_t program) override {
+    const ScopedDevice scope(ordinal_);
+    check(static_cast<cudaError_t>(cuda::launchCopy(dst, src, bytes, cancel(program), maxBlocks_, stream_)),
           "copy kernel launch");
-    return record();
-  }
-
-  bool finished(uint64_t ticket) override {
-    if (ticket <= completed_) return true;
-    const cudaError_t rc = cudaEventQuery(events_[ticket % kEvents]);
-    if (rc == cudaErrorNotReady) return false;
-    check(rc, "cudaEventQuery");
-    completed_ = ticket;  // one stream: everything before it has completed too
-    return true;
   }
 
   void* captureStream(void* stream) override {
@@ -286,6 +288,7 @@ class CudaDevice final : public Device {
   }
 
   void waitEvent(void* event) override {
+    const ScopedDevice scope(ordinal_);
     auto e = static_cast<cudaEvent_t>(event);
     const cudaError_t rc = cudaStreamWaitEvent(stream_, e, 0);
     cudaEventDestroy(e);
@@ -303,56 +306,54 @@ class CudaDevice final : public Device {
 
   void holdStream(void* stream, uint64_t n) override {
     const ScopedDevice scope(ordinal_);
-    waiter_.hold(static_cast<cudaStream_t>(stream), counter_, static_cast<uint32_t>(n));
+    memOps_.wait(static_cast<cudaStream_t>(stream), counter_, static_cast<uint32_t>(n), "the caller's stream");
     uint64_t h = held_.load();
     while (h < n && !held_.compare_exchange_weak(h, n)) {
     }
   }
 
   void release(uint64_t n) override {
-    // Cyclic max: the counter only moves forward.
-    const auto v = static_cast<uint32_t>(n);
-    uint32_t cur = counter_ != nullptr ? counter_->load(std::memory_order_relaxed) : v;
-    while (counter_ != nullptr && static_cast<int32_t>(v - cur) > 0 &&
-           !counter_->compare_exchange_weak(cur, v, std::memory_order_release)) {
-    }
+    if (counter_ != nullptr) raise(*counter_, static_cast<uint32_t>(n));
   }
 
-  std::string streamWait() const override { return waiter_.how() + "; " + loaded_; }
-  std::string hazard() const override { return hazard_; }
+  std::string streamWait() const override { return memOps_.how() + "; " + loaded_; }
 
  private:
-  static constexpr uint64_t kEvents = 256;  // far more than the engine keeps in flight
+  static constexpr size_t kLine = 64;
 
-  void destroy() {
-    for (auto& e : events_)
-      if (e != nullptr) cudaEventDestroy(std::exchange(e, nullptr));
-    if (stream_ != nullptr) cudaStreamDestroy(std::exchange(stream_, nullptr));
-    if (counter_ != nullptr) cudaFreeHost(std::exchange(counter_, nullptr));
+  // Cyclic max: a flag only moves forward.
+  static void raise(std::atomic<uint32_t>& word, uint32_t v) {
+    uint32_t cur = word.load(std::memory_order_relaxed);
+    while (static_cast<int32_t>(v - cur) > 0 && !word.compare_exchange_weak(cur, v, std::memory_order_release)) {
+    }
+  }
+  std::atomic<uint32_t>* at(Flag f) const {
+    return reinterpret_cast<std::atomic<uint32_t>*>(words_ + kLine * (1 + static_cast<size_t>(f)));
+  }
+  void noteQueued(uint32_t value) {
+    if (static_cast<int32_t>(value - gated_) > 0) gated_ = value;
+  }
+  cuda::Cancel cancel(uint32_t program) {
+    noteQueued(program);
+    return cuda::Cancel{reinterpret_cast<const volatile uint32_t*>(at(kCancel)), program};
   }
 
-  uint64_t record() {
-    const uint64_t t = ++issued_;
-    if (t > kEvents && !finished(t - kEvents)) {  // the slot is still in use: wait for it
-      check(cudaEventSynchronize(events_[t % kEvents]), "cudaEventSynchronize");
-      completed_ = t - kEvents;
-    }
-    check(cudaEventRecord(events_[t % kEvents], stream_), "cudaEventRecord");
-    return t;
+  void destroy() {
+    if (stream_ != nullptr) cudaStreamDestroy(std::exchange(stream_, nullptr));
+    if (words_ != nullptr) cudaFreeHost(std::exchange(words_, nullptr));
+    counter_ = nullptr;
   }
 
   int ordinal_;
   std::string name_;
   cudaStream_t stream_ = nullptr;
-  cudaEvent_t events_[kEvents] = {};
-  uint64_t issued_ = 0;
-  uint64_t completed_ = 0;
   int maxBlocks_ = 1;
-  std::atomic<uint32_t>* counter_ = nullptr;  // in mapped pinned memory; the GPU reads it
+  uint8_t* words_ = nullptr;                  // mapped pinned: the counter, then the flags
+  std::atomic<uint32_t>* counter_ = nullptr;  // the release counter; the GPU reads it
   std::atomic<uint64_t> held_{0};             // the largest n a stream was held for
-  StreamWaiter waiter_;
+  uint32_t gated_ = 0;  // the largest gate or program value queued (the destructor ungates to it)
+  MemOps memOps_;
   std::string loaded_;  // what preloadKernels did
-  std::string hazard_;  // lazyLoadingHazard()
 };
 
 }  // namespace

@@ -12,21 +12,33 @@
 
 namespace rr::cuda {
 
+// A kernel of a failed collective does nothing: it returns at once when flag != NULL and
+// (int32_t)(*flag - program) >= 0 (the device's kCancel flag, kernels/device.h).
+struct Cancel {
+  const volatile uint32_t* flag = nullptr;
+  uint32_t program = 0;
+};
+
 // dst[i] = mine[i] op in[i] for i < count (RR_AVG: as `avg` says, see kernels/reduce.h),
 // and out[i] = dst[i] in the same pass when out is not NULL. dst may be mine (in place); in and out are typically mapped pinned host memory.
 // 16-byte vector loads when all four pointers are 16-byte aligned, else element by element.
 int launchReduceCopyOut(void* dst, const void* mine, const void* in, void* out, size_t count,
-                        rr_dtype_t dtype, rr_op_t op, AvgStep avg, int maxBlocks, void* stream);
+                        rr_dtype_t dtype, rr_op_t op, AvgStep avg, Cancel cancel, int maxBlocks,
+                        void* stream);
 
 // dst[0..bytes) = src[0..bytes), in the widest of 16/8/4/2/1-byte words that both pointers
 // and the length allow. Either side may be device or mapped pinned host memory.
-int launchCopy(void* dst, const void* src, size_t bytes, int maxBlocks, void* stream);
+int launchCopy(void* dst, const void* src, size_t bytes, Cancel cancel, int maxBlocks, void* stream);
 
 // A one-thread kernel on `stream` that returns once (int32_t)(*flag - value) >= 0; `flag` is
 // mapped pinned host memory. The fallback of a stream memory wait (cuStreamWaitValue32).
 int launchWaitFlag(const void* flag, uint32_t value, void* stream);
+// A one-thread kernel that writes `value` to `flag` once the work before it on `stream` has
+// completed: the fallback of a stream memory write (cuStreamWriteValue32).
+int launchSignalFlag(void* flag, uint32_t value, void* stream);
 
-// Every kernel above (each dtype and op of the reduction, each word of the copy, the wait),
+// Every kernel above (each dtype and op of the reduction, each word of the copy, the wait
+// and the signal),
 // as the host symbols that cudaFuncGetAttributes and cudaGetFuncBySymbol take: the device
 // loads them all when it opens (cuda_device.cc, preloadKernels).
 std::vector<const void*> kernelSymbols();
