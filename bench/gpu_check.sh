@@ -32,9 +32,11 @@
 #                       lib/ucx, where UCX looks beside its own libucs)
 #   bench n=4           the host/device bench at 4 ranks (the ring on GPU buffers)
 #   stream eager        stream ordering at n = 2, 4 with CUDA_MODULE_LOADING=EAGER
-#   memcheck kernels    compute-sanitizer --tool memcheck over the kernel benchmark
+#   memcheck            compute-sanitizer --tool memcheck over the kernel benchmark, then
+#                       over the collectives at n = 2
 # RR_TIMEOUT_MS (default 20000) sets each collective's time limit; the steps' own limits stay.
-# RR_GPU_BUDGET_S: seconds for the whole check; a step that would start with under 10 s left
+# RR_GPU_STEPS: a regular expression (bash =~, anchored) of the step names to run; the others
+# are left out (a rerun of what failed). RR_GPU_BUDGET_S: seconds for the whole check; a step that would start with under 10 s left
 # is skipped and the others' limits shrink to fit, so the results are always packed.
 # OUT_DIR ends with at most four files: gpu_check.log (everything printed), summary.txt (one
 # line per step: ok, SKIPPED, FAILED, with the figures), steps.tar.gz (each step's whole
@@ -211,6 +213,10 @@ step() {
   local name=$1 secs=$2
   shift 2
   local t0=$(date +%s)
+  if [ -n "${RR_GPU_STEPS:-}" ] && ! [[ $name =~ ^(${RR_GPU_STEPS})$ ]]; then
+    : >"$steps/$name.txt"  # not selected: nothing to report (the summaries read this file)
+    return
+  fi
   echo "== $name"
   local left=$(( deadline - t0 ))  # RR_GPU_BUDGET_S: the whole check ends in time to pack
   if [ "$left" -lt 10 ]; then
@@ -237,9 +243,9 @@ for n in 1 2 4; do
   step "stream-n$n" 60 "$rr" run -n $n -- "${path[gpu_stream_check]}"
   grep -E 'concurrency|FAILED|returned while' "$steps/stream-n$n.txt" | head -3 | sed 's/^/   /' >>"$out/summary.txt"
 done
-# The same with every kernel loaded at start: the check's own countWrong kernel is first
-# launched while the all-reduce holds the stream, which under lazy loading stalls the
-# library's kernels until RR_TIMEOUT_MS (README, "GPU buckets": a known limit).
+# The same with every kernel loaded at start. Without it the check's own countWrong kernel
+# is first launched while the all-reduce holds the stream (a lazy load, a barrier across the
+# device); the steps above pass only if the library queued all of its device work at the call.
 for n in 2 4; do
   CUDA_MODULE_LOADING=EAGER step "stream-eager-n$n" 60 "$rr" run -n $n -- "${path[gpu_stream_check]}"
   grep -E 'concurrency|FAILED|returned while' "$steps/stream-eager-n$n.txt" | head -3 | sed 's/^/   /' >>"$out/summary.txt"
@@ -278,14 +284,18 @@ else
   echo "ucx: SKIPPED (these binaries have no UCX transport)" | tee -a "$out/summary.txt"
 fi
 # Last: compute-sanitizer's memcheck over the library's kernels (the kernel benchmark runs
-# each of them). Not over the collectives: under compute-sanitizer the caller's stream, held
-# until the collective ends, held back the library's own kernels too (seen on the H200:
-# collectives_check --device stalled at its first all-reduce with device work, with
-# CUDA_MODULE_LOADING=EAGER as well), so that run can only time out.
+# each of them), then over the collectives at n = 2. When the progress thread launched the
+# kernels as segments landed, the collectives stalled under compute-sanitizer at their first
+# all-reduce with device work (the caller's stream, held until the collective ended, held
+# back the library's kernels, with CUDA_MODULE_LOADING=EAGER as well); queued at the call,
+# they should not.
 if command -v compute-sanitizer >/dev/null || [ -x /usr/local/cuda/bin/compute-sanitizer ]; then
   cs=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
   step memcheck-kernels 120 "$cs" --tool memcheck --error-exitcode 9 "${path[gpu_kernels]}"
   grep -E 'ERROR SUMMARY' "$steps/memcheck-kernels.txt" | head -1 | sed 's/^/   /' >>"$out/summary.txt"
+  step memcheck-collectives-n2 150 "$rr" run -n 2 -- "$cs" --tool memcheck --error-exitcode 9 \
+    "${path[collectives_check]}" --device
+  grep -E 'ERROR SUMMARY|checks passed|FAILED' "$steps/memcheck-collectives-n2.txt" | head -4 | sed 's/^/   /' >>"$out/summary.txt"
 else
   echo "memcheck: SKIPPED (no compute-sanitizer)" | tee -a "$out/summary.txt"
 fi
