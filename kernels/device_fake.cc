@@ -83,10 +83,12 @@ class FakeDevice final : public Device {
   uint32_t flag(Flag f) const override { return (*flags_)[f].load(std::memory_order_acquire); }
   void raiseFlag(Flag f, uint32_t value) override { raise((*flags_)[f], value); }
   void waitFlag(Flag f, uint32_t value) override {
-    fake::streamWaitValue(stream_, &(*flags_)[f], value);
+    guard([&] { fake::streamWaitValue(stream_, &(*flags_)[f], value); });
     noteQueued(value);
   }
-  void signalFlag(Flag f, uint32_t value) override { fake::streamWriteValue(stream_, &(*flags_)[f], value); }
+  void signalFlag(Flag f, uint32_t value) override {
+    guard([&] { fake::streamWriteValue(stream_, &(*flags_)[f], value); });
+  }
 
   void reduceCopyOut(void* dst, const void* mine, const void* in, void* out, size_t count,
                      rr_dtype_t dtype, rr_op_t op, AvgStep avg, uint32_t program) override {
@@ -111,12 +113,13 @@ class FakeDevice final : public Device {
 
   void* captureStream(void* stream) override {
     fake::Event* e = fake::createEvent();
-    fake::recordEvent(e, static_cast<fake::Stream*>(stream));
+    guard([&] { fake::recordEvent(e, static_cast<fake::Stream*>(stream)); }, e);
     return e;
   }
   void waitEvent(void* event) override {
-    fake::streamWaitEvent(stream_, static_cast<fake::Event*>(event));
-    fake::destroyEvent(static_cast<fake::Event*>(event));
+    auto* e = static_cast<fake::Event*>(event);
+    guard([&] { fake::streamWaitEvent(stream_, e); }, e);
+    fake::destroyEvent(e);
   }
   bool eventDone(void* event) override { return fake::eventQuery(static_cast<fake::Event*>(event)); }
   void releaseEvent(void* event) override { fake::destroyEvent(static_cast<fake::Event*>(event)); }
@@ -127,12 +130,14 @@ class FakeDevice final : public Device {
     if (hostFunction_) {
       // The design that hung on a real GPU: a host function that returns once the request
       // is released. While it waits, the stand-in (like Hopper) starts no work on any stream.
-      fake::launchHostFunc(s, [counter = counter_, value] {
-        while (static_cast<int32_t>(counter->load(std::memory_order_acquire) - value) < 0)
-          std::this_thread::sleep_for(std::chrono::microseconds(100));
+      guard([&] {
+        fake::launchHostFunc(s, [counter = counter_, value] {
+          while (static_cast<int32_t>(counter->load(std::memory_order_acquire) - value) < 0)
+            std::this_thread::sleep_for(std::chrono::microseconds(100));
+        });
       });
     } else {
-      fake::streamWaitValue(s, counter_, value);
+      guard([&] { fake::streamWaitValue(s, counter_, value); });
     }
     uint64_t h = held_.load();
     while (h < n && !held_.compare_exchange_weak(h, n)) {
@@ -160,6 +165,18 @@ class FakeDevice final : public Device {
   // The kernel of a reduction, by name (RR_AVG runs the sum kernel, as on CUDA).
   static std::string reduceKernel(rr_dtype_t dtype, rr_op_t op) {
     return fmt::format("reduce {} {}", dtypeName(dtype), opName(op == RR_AVG ? RR_SUM : op));
+  }
+
+  // A stand-in call that fails as CUDA's would (a full queue, rule 9) throws DeviceError;
+  // `event`, if given, is released first.
+  template <class F>
+  static void guard(F&& f, fake::Event* event = nullptr) {
+    try {
+      f();
+    } catch (const std::runtime_error& e) {
+      if (event != nullptr) fake::destroyEvent(event);
+      throw DeviceError(e.what());
+    }
   }
 
   // Cyclic max: a flag only moves forward.
