@@ -276,8 +276,10 @@ std::shared_ptr<Request> Communicator::submit(Collective kind, const void* send,
     if (device >= 0) {
       if (config_.size == 1)
         request->programEnd += count > 0 && send != recv && kind != Collective::kBroadcast ? 1 : 0;
-      else
-        request->programEnd += static_cast<uint32_t>(RingSchedule(scheduleFor(kind, dtype, count, root, true)).numUnits());
+      else {
+        request->deviceSchedule = scheduleFor(kind, dtype, count, root, true);
+        request->programEnd += static_cast<uint32_t>(RingSchedule(request->deviceSchedule).numUnits());
+      }
       programEnd_ = request->programEnd;  // taken even if queueing fails: the values stay in step
     }
     bool pushed = false;
@@ -345,7 +347,7 @@ void Communicator::queueDeviceWorkFor(const Request& r) {
     return;
   }
   const Collective kind = r.desc.kind;
-  const RingSchedule schedule(scheduleFor(kind, r.desc.dtype, r.desc.count, r.desc.root, true));
+  const RingSchedule schedule(r.deviceSchedule);
   DeviceWork w{schedule, r.desc.dtype, r.desc.op, config_.size, r.send, r.recv,
                engine_->devStaging(), engine_->segmentBytes(), r.programBase};
   // An all-gather's own block goes into place first, unless the call is in place.

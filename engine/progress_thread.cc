@@ -153,7 +153,9 @@ void Communicator::runPass(const std::vector<std::shared_ptr<Request>>& ops, con
     if (device == nullptr) std::memcpy(mine, send, first.bytes);
   }
 
-  const ScheduleParams params = scheduleFor(h.kind, h.dtype, count, h.root, device != nullptr);
+  // A device bucket runs the schedule its device work was queued for at submission.
+  const ScheduleParams params =
+      device != nullptr ? first.deviceSchedule : scheduleFor(h.kind, h.dtype, count, h.root, false);
   // This rank's header says which algorithm it runs; a left neighbour's that differs is
   // named by the engine (the settings differ between the ranks).
   GroupHeader mine = h;

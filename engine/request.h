@@ -44,6 +44,9 @@ struct Request {
   // run from programBase + 1 to programEnd (programEnd == programBase: none).
   uint32_t programBase = 0;
   uint32_t programEnd = 0;
+  // A device bucket on more than one rank: the schedule chosen once at submission, which
+  // its queued device work follows and its pass runs (they must agree unit for unit).
+  ScheduleParams deviceSchedule{};
 
   // Fusion packs host buffers with memcpy before the pass: only host buckets that wait for
   // no stream can share a pass.

@@ -39,8 +39,6 @@ class Device {
   virtual ~Device() = default;
   virtual std::string describe() const = 0;
   virtual int ordinal() const = 0;  // the CUDA device number (0 for the stand-in)
-  // Binds the calling thread to this device (cudaSetDevice).
-  virtual void makeCurrent() = 0;
   // Page-locked host memory that the device reads and writes directly (cudaHostAlloc,
   // mapped), aligned to 4 KiB. Both calls synchronise the device implicitly: the engine
   // makes them only when no request of its communicator holds a stream.

@@ -61,7 +61,6 @@ class FakeDevice final : public Device {
 
   std::string describe() const override { return "fake GPU (host memory, for tests)"; }
   int ordinal() const override { return 0; }
-  void makeCurrent() override {}
 
   void* allocStaging(size_t bytes) override {
     sync("cudaHostAlloc");

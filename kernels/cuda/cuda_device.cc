@@ -232,7 +232,6 @@ class CudaDevice final : public Device {
 
   std::string describe() const override { return name_; }
   int ordinal() const override { return ordinal_; }
-  void makeCurrent() override { check(cudaSetDevice(ordinal_), "cudaSetDevice"); }
 
   void* allocStaging(size_t bytes) override {
     const ScopedDevice scope(ordinal_);
