@@ -31,6 +31,15 @@
 #                       with UCX_TLS=self,sm (shared memory; UCX's modules are carried in
 #                       lib/ucx, where UCX looks beside its own libucs)
 #   bench n=4           the host/device bench at 4 ranks (the ring on GPU buffers)
+#   bench seg           the host/device bench at n = 2, 4 and 16 MiB, with 256 KiB and 4 MiB
+#                       segments (RR_SEGMENT_BYTES; 1 MiB is the default); 64 KiB-4 MiB
+#                       host/device, and RR_PHASES=1 at 64 KiB and 4 MiB (where the time goes)
+#   flag kernels        the same phases, the device bench (n = 2, 4), the collectives and
+#                       stream ordering with RR_GPU_FLAG_OPS=kernels (one-thread kernels in
+#                       place of the stream memory operations)
+#   mps                 where nvidia-cuda-mps-control exists: the device phases and bench
+#                       (n = 2, 4) and stream ordering (n = 2) under an MPS daemon of its own,
+#                       stopped at the end (ranks sharing the GPU without time-slicing)
 #   stream eager        stream ordering at n = 2, 4 with CUDA_MODULE_LOADING=EAGER
 #   memcheck            compute-sanitizer --tool memcheck over the kernel benchmark, then
 #                       over the collectives at n = 2
@@ -40,7 +49,7 @@
 # is skipped and the others' limits shrink to fit, so the results are always packed.
 # OUT_DIR ends with at most four files: gpu_check.log (everything printed), summary.txt (one
 # line per step: ok, SKIPPED, FAILED, with the figures), steps.tar.gz (each step's whole
-# output, the info and any build log), and nothing else. About 5 minutes on an H200 (each step's limit is a backstop).
+# output, the info and any build log), and nothing else. About 7 minutes on an H200 (each step's limit is a backstop).
 set -uo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 bundle=${RR_GPU_BUNDLE:-$repo/gpu-bundle}
@@ -266,6 +275,63 @@ ratio n=2 "$steps/bench-host-n2.txt" "$steps/bench-device-n2.txt"
 step bench-host-n4 60 "$rr" bench -N 4 -b 4M -e 256M -f 4 -n 10 -w 2
 step bench-device-n4 60 "$rr" bench -N 4 -b 4M -e 256M -f 4 -n 10 -w 2 --device
 ratio n=4 "$steps/bench-host-n4.txt" "$steps/bench-device-n4.txt"
+# Device buckets at 4 MiB ran slower than host ones: the same sizes with other segment sizes
+# (RR_SEGMENT_BYTES; 1 MiB is the default), host and device, to see whether the cost is per
+# segment (the stream's wait, kernel and write for each) or per byte.
+for seg in 262144 4194304; do
+  RR_SEGMENT_BYTES=$seg step "bench-host-n2-seg$seg" 40 "$rr" bench -N 2 -b 4M -e 16M -f 4 -n 20 -w 3
+  RR_SEGMENT_BYTES=$seg step "bench-device-n2-seg$seg" 40 "$rr" bench -N 2 -b 4M -e 16M -f 4 -n 20 -w 3 --device
+  ratio "n=2 RR_SEGMENT_BYTES=$seg" "$steps/bench-host-n2-seg$seg.txt" "$steps/bench-device-n2-seg$seg.txt"
+done
+# Smaller buckets (the cost a device bucket pays per call) and where a 4 MiB one's time goes
+# (RR_PHASES=1: each rank prints its phases at the end).
+step bench-host-n2-small 40 "$rr" bench -N 2 -b 64K -e 4M -f 4 -n 50 -w 5
+step bench-device-n2-small 40 "$rr" bench -N 2 -b 64K -e 4M -f 4 -n 50 -w 5 --device
+ratio "n=2 small" "$steps/bench-host-n2-small.txt" "$steps/bench-device-n2-small.txt"
+for where in host device; do
+  RR_PHASES=1 step "phases-$where-n2" 40 "$rr" bench -N 2 -b 64K -e 4M -f 64 -n 100 -w 10 $([ $where = device ] && echo --device)
+  grep -E '^ +(65536|4194304) \|' "$steps/phases-$where-n2.txt" | sed "s/^/   phases $where: /" >>"$out/summary.txt"
+done
+# The same with one-thread kernels polling and writing the flags in place of the stream
+# memory operations (RR_GPU_FLAG_OPS=kernels): is a 64 KiB device bucket's time the
+# operations' latency? Then the collectives and stream ordering that way.
+RR_GPU_FLAG_OPS=kernels RR_PHASES=1 step phases-device-n2-flagkernels 40 "$rr" bench -N 2 -b 64K -e 4M -f 64 -n 100 -w 10 --device
+grep -E '^ +(65536|4194304) \|' "$steps/phases-device-n2-flagkernels.txt" | sed "s/^/   phases device, flag kernels: /" >>"$out/summary.txt"
+RR_GPU_FLAG_OPS=kernels step bench-device-n2-flagkernels 40 "$rr" bench -N 2 -b 64K -e 256M -f 4 -n 20 -w 3 --device
+ratio "n=2 flag kernels" "$steps/bench-host-n2-small.txt" "$steps/bench-device-n2-flagkernels.txt"
+RR_GPU_FLAG_OPS=kernels step bench-device-n4-flagkernels 40 "$rr" bench -N 4 -b 64K -e 256M -f 4 -n 20 -w 3 --device
+RR_GPU_FLAG_OPS=kernels step collectives-gpu-n2-flagkernels 90 "$rr" run -n 2 -- "${path[collectives_check]}" --device
+grep -E 'checks passed|FAILED' "$steps/collectives-gpu-n2-flagkernels.txt" | head -2 | sed 's/^/   /' >>"$out/summary.txt"
+RR_GPU_FLAG_OPS=kernels step stream-n2-flagkernels 60 "$rr" run -n 2 -- "${path[gpu_stream_check]}"
+grep -E 'concurrency|FAILED|returned while' "$steps/stream-n2-flagkernels.txt" | head -3 | sed 's/^/   /' >>"$out/summary.txt"
+# Ranks that share one GPU are separate processes, each with its own CUDA context, and a GPU
+# time-slices between contexts: a rank's kernel may wait for another rank's slice. Under MPS
+# (one server context for all) they do not. The device bench again under an MPS daemon of
+# this check's own (its pipe and log folders under OUT_DIR; stopped at the end; no device
+# setting changes), where the driver ships nvidia-cuda-mps-control.
+if command -v nvidia-cuda-mps-control >/dev/null; then
+  export CUDA_MPS_PIPE_DIRECTORY=$out/mps/pipe CUDA_MPS_LOG_DIRECTORY=$out/mps/log
+  mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
+  if nvidia-cuda-mps-control -d; then
+    RR_PHASES=1 step phases-device-n2-mps 40 "$rr" bench -N 2 -b 64K -e 4M -f 64 -n 100 -w 10 --device
+    grep -E '^ +(65536|4194304) \|' "$steps/phases-device-n2-mps.txt" | sed "s/^/   phases device, MPS: /" >>"$out/summary.txt"
+    step bench-device-n2-small-mps 40 "$rr" bench -N 2 -b 64K -e 4M -f 4 -n 50 -w 5 --device
+    ratio "n=2 small, device under MPS" "$steps/bench-host-n2-small.txt" "$steps/bench-device-n2-small-mps.txt"
+    step bench-device-n4-mps 60 "$rr" bench -N 4 -b 4M -e 256M -f 4 -n 10 -w 2 --device
+    ratio "n=4, device under MPS" "$steps/bench-host-n4.txt" "$steps/bench-device-n4-mps.txt"
+    step stream-n2-mps 60 "$rr" run -n 2 -- "${path[gpu_stream_check]}"
+    grep -E 'concurrency|FAILED|returned while' "$steps/stream-n2-mps.txt" | head -3 | sed 's/^/   /' >>"$out/summary.txt"
+    echo quit | nvidia-cuda-mps-control
+    sleep 1
+  else
+    echo "mps: SKIPPED (nvidia-cuda-mps-control -d failed)" | tee -a "$out/summary.txt"
+  fi
+  cp -r "$CUDA_MPS_LOG_DIRECTORY" "$steps/mps-log" 2>/dev/null
+  rm -rf "$out/mps"
+  unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
+else
+  echo "mps: SKIPPED (no nvidia-cuda-mps-control)" | tee -a "$out/summary.txt"
+fi
 RR_ALGO=ring step collectives-gpu-n2-ring 90 "$rr" run -n 2 -- "${path[collectives_check]}" --device
 grep -E 'checks passed|FAILED' "$steps/collectives-gpu-n2-ring.txt" | head -2 | sed 's/^/   /' >>"$out/summary.txt"
 if grep -q 'ucx (RR_TRANSPORT=ucx' "$steps/info.txt"; then

@@ -2,8 +2,10 @@
 // and how a caller's stream waits for a collective on the first of them.
 #include <cuda_runtime_api.h>
 
+#include <cstdlib>
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include <fmt/format.h>
 
@@ -27,7 +29,9 @@ std::string cudaReport() {
   try {
     int current = 0;
     if (cudaGetDevice(&current) != cudaSuccess) current = 0;
-    const std::unique_ptr<rr::Device> device = rr::openCudaDevice(current);
+    const char* flagOps = std::getenv("RR_GPU_FLAG_OPS");  // as a communicator would open it
+    const std::unique_ptr<rr::Device> device =
+        rr::openCudaDevice(current, flagOps != nullptr && std::string_view(flagOps) == "kernels");
     out += fmt::format("\nstream ordering on GPU {}: the caller's stream waits on the GPU by {}",
                        current, device->streamWait());
   } catch (const rr::DeviceError& e) {

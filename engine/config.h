@@ -86,6 +86,7 @@ struct Config {
   std::string algo = "auto";  // RR_ALGO: auto, ring or rd
   bool phases = false;
   bool inlineBlocking = true;  // RR_INLINE_BLOCKING
+  bool gpuFlagKernels = false;  // RR_GPU_FLAG_OPS=kernels: one-thread kernels wait and write the flags
   int spinUs = 200;
   std::string spinSource = "default";  // why spinUs has its value, for the log
   bool fakeDevice = false;

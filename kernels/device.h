@@ -87,7 +87,9 @@ bool cudaBuilt();
 int pointerDevice(const void* p);
 // The GPU a CUDA stream belongs to (NULL: the calling thread's current device).
 int streamDevice(void* stream);
-std::unique_ptr<Device> openCudaDevice(int ordinal);
+// flagKernels (RR_GPU_FLAG_OPS=kernels): one-thread kernels wait for and write the flags even
+// where the device has stream memory operations.
+std::unique_ptr<Device> openCudaDevice(int ordinal, bool flagKernels = false);
 // The stand-in GPU (kernels/fake_gpu.h). Two designs that hung on a real GPU, for tests that
 // show the stand-in deadlocks where CUDA does: with holdByHostFunction, holdStream is a host
 // function that waits for the release; with lazyLoadingMs > 0, the kernels are not loaded at

@@ -87,7 +87,13 @@ class MemOps {
 
   // Probes both on `stream` (the engine's own, idle): a wait whose condition already holds,
   // and a write of the value `scratch` already has.
-  void init(cudaStream_t stream, const void* counter, void* scratch) {
+  // flagKernels (RR_GPU_FLAG_OPS=kernels) takes the kernels where the device has the
+  // operations too, to measure one against the other.
+  void init(cudaStream_t stream, const void* counter, void* scratch, bool flagKernels) {
+    if (flagKernels) {
+      how_ = "one-thread kernels that poll and write flags (RR_GPU_FLAG_OPS=kernels)";
+      return;
+    }
     auto wait = reinterpret_cast<WaitValue32>(driverEntry("cuStreamWaitValue32", 12000));
     auto write = reinterpret_cast<WriteValue32>(driverEntry("cuStreamWriteValue32", 12000));
     if (wait == nullptr || write == nullptr) {
@@ -184,7 +190,7 @@ std::string preloadKernels() {
 
 class CudaDevice final : public Device {
  public:
-  explicit CudaDevice(int ordinal) : ordinal_(ordinal) {
+  CudaDevice(int ordinal, bool flagKernels) : ordinal_(ordinal) {
     const ScopedDevice scope(ordinal_);
     try {
       // Non-blocking: the engine's stream is ordered with no caller's stream (the legacy
@@ -208,7 +214,7 @@ class CudaDevice final : public Device {
       if (onDevice != words)
         throw DeviceError("pinned memory is mapped at a different device address: this platform "
                           "lacks unified virtual addressing");
-      memOps_.init(stream_, counter_, at(kCancel));
+      memOps_.init(stream_, counter_, at(kCancel), flagKernels);
       loaded_ = preloadKernels();
     } catch (...) {
       destroy();
@@ -380,6 +386,8 @@ int streamDevice(void* stream) {
   return device;
 }
 
-std::unique_ptr<Device> openCudaDevice(int ordinal) { return std::make_unique<CudaDevice>(ordinal); }
+std::unique_ptr<Device> openCudaDevice(int ordinal, bool flagKernels) {
+  return std::make_unique<CudaDevice>(ordinal, flagKernels);
+}
 
 }  // namespace rr
