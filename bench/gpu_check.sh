@@ -37,8 +37,12 @@
 #   flag kernels        the same phases, the device bench (n = 2, 4), the collectives and
 #                       stream ordering with RR_GPU_FLAG_OPS=kernels (one-thread kernels in
 #                       place of the stream memory operations)
+#   program             RR_GPU_PROGRAM=1 (one kernel per collective): collectives and
+#                       stream ordering (n = 2, 4), the device bench (n = 2, 4; from 64 KiB at
+#                       n = 2) and its phases, collectives over UCX sm, memcheck (n = 2)
 #   mps                 where nvidia-cuda-mps-control exists: the device phases and bench
-#                       (n = 2, 4) and stream ordering (n = 2) under an MPS daemon of its own,
+#                       (n = 2, 4; also with RR_GPU_PROGRAM=1) and stream ordering (n = 2)
+#                       under an MPS daemon of its own,
 #                       stopped at the end (ranks sharing the GPU without time-slicing)
 #   stream eager        stream ordering at n = 2, 4 with CUDA_MODULE_LOADING=EAGER
 #   memcheck            compute-sanitizer --tool memcheck over the kernel benchmark, then
@@ -49,7 +53,7 @@
 # is skipped and the others' limits shrink to fit, so the results are always packed.
 # OUT_DIR ends with at most four files: gpu_check.log (everything printed), summary.txt (one
 # line per step: ok, SKIPPED, FAILED, with the figures), steps.tar.gz (each step's whole
-# output, the info and any build log), and nothing else. About 7 minutes on an H200 (each step's limit is a backstop).
+# output, the info and any build log), and nothing else. About 9 minutes on an H200 (each step's limit is a backstop).
 set -uo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 bundle=${RR_GPU_BUNDLE:-$repo/gpu-bundle}
@@ -319,6 +323,12 @@ if command -v nvidia-cuda-mps-control >/dev/null; then
     ratio "n=2 small, device under MPS" "$steps/bench-host-n2-small.txt" "$steps/bench-device-n2-small-mps.txt"
     step bench-device-n4-mps 60 "$rr" bench -N 4 -b 4M -e 256M -f 4 -n 10 -w 2 --device
     ratio "n=4, device under MPS" "$steps/bench-host-n4.txt" "$steps/bench-device-n4-mps.txt"
+    RR_GPU_PROGRAM=1 RR_PHASES=1 step program-phases-device-n2-mps 40 "$rr" bench -N 2 -b 64K -e 4M -f 64 -n 100 -w 10 --device
+    grep -E '^ +(65536|4194304) \|' "$steps/program-phases-device-n2-mps.txt" | sed "s/^/   phases device, one kernel per collective, MPS: /" >>"$out/summary.txt"
+    RR_GPU_PROGRAM=1 step program-bench-device-n2-small-mps 40 "$rr" bench -N 2 -b 64K -e 4M -f 4 -n 50 -w 5 --device
+    ratio "n=2 small, one kernel per collective under MPS" "$steps/bench-host-n2-small.txt" "$steps/program-bench-device-n2-small-mps.txt"
+    RR_GPU_PROGRAM=1 step program-bench-device-n4-mps 60 "$rr" bench -N 4 -b 4M -e 256M -f 4 -n 10 -w 2 --device
+    ratio "n=4, one kernel per collective under MPS" "$steps/bench-host-n4.txt" "$steps/program-bench-device-n4-mps.txt"
     step stream-n2-mps 60 "$rr" run -n 2 -- "${path[gpu_stream_check]}"
     grep -E 'concurrency|FAILED|returned while' "$steps/stream-n2-mps.txt" | head -3 | sed 's/^/   /' >>"$out/summary.txt"
     echo quit | nvidia-cuda-mps-control
@@ -332,6 +342,33 @@ if command -v nvidia-cuda-mps-control >/dev/null; then
 else
   echo "mps: SKIPPED (no nvidia-cuda-mps-control)" | tee -a "$out/summary.txt"
 fi
+# One kernel per collective (RR_GPU_PROGRAM=1) in place of a stream entry per wait,
+# reduction, copy and signal: the collectives, stream ordering, the bench and its phases,
+# UCX shared memory, and memcheck over the collectives.
+export RR_GPU_PROGRAM=1
+for n in 2 4; do
+  step "program-collectives-n$n" 90 "$rr" run -n $n -- "${path[collectives_check]}" --device
+  grep -E 'checks passed|FAILED' "$steps/program-collectives-n$n.txt" | head -2 | sed 's/^/   /' >>"$out/summary.txt"
+  step "program-stream-n$n" 60 "$rr" run -n $n -- "${path[gpu_stream_check]}"
+  grep -E 'concurrency|FAILED|returned while' "$steps/program-stream-n$n.txt" | head -3 | sed 's/^/   /' >>"$out/summary.txt"
+done
+step program-bench-device-n2-small 40 "$rr" bench -N 2 -b 64K -e 4M -f 4 -n 50 -w 5 --device
+ratio "n=2 small, one kernel per collective" "$steps/bench-host-n2-small.txt" "$steps/program-bench-device-n2-small.txt"
+step program-bench-device-n2 60 "$rr" bench -N 2 -b 4M -e 256M -f 4 -n 10 -w 2 --device
+ratio "n=2, one kernel per collective" "$steps/bench-host-n2.txt" "$steps/program-bench-device-n2.txt"
+step program-bench-device-n4 60 "$rr" bench -N 4 -b 4M -e 256M -f 4 -n 10 -w 2 --device
+ratio "n=4, one kernel per collective" "$steps/bench-host-n4.txt" "$steps/program-bench-device-n4.txt"
+RR_PHASES=1 step program-phases-device-n2 40 "$rr" bench -N 2 -b 64K -e 4M -f 64 -n 100 -w 10 --device
+grep -E '^ +(65536|4194304) \|' "$steps/program-phases-device-n2.txt" | sed "s/^/   phases device, one kernel per collective: /" >>"$out/summary.txt"
+RR_TRANSPORT=ucx UCX_TLS=self,sm step program-ucx-collectives-n2 90 "$rr" run -n 2 -- "${path[collectives_check]}" --device
+grep -E 'checks passed|FAILED' "$steps/program-ucx-collectives-n2.txt" | head -2 | sed 's/^/   /' >>"$out/summary.txt"
+cs=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+if [ -x "$cs" ]; then
+  step program-memcheck-collectives-n2 150 "$rr" run -n 2 -- "$cs" --tool memcheck --error-exitcode 9 \
+    "${path[collectives_check]}" --device
+  grep -E 'ERROR SUMMARY|checks passed|FAILED' "$steps/program-memcheck-collectives-n2.txt" | head -4 | sed 's/^/   /' >>"$out/summary.txt"
+fi
+unset RR_GPU_PROGRAM
 RR_ALGO=ring step collectives-gpu-n2-ring 90 "$rr" run -n 2 -- "${path[collectives_check]}" --device
 grep -E 'checks passed|FAILED' "$steps/collectives-gpu-n2-ring.txt" | head -2 | sed 's/^/   /' >>"$out/summary.txt"
 if grep -q 'ucx (RR_TRANSPORT=ucx' "$steps/info.txt"; then

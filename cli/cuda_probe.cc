@@ -30,8 +30,10 @@ std::string cudaReport() {
     int current = 0;
     if (cudaGetDevice(&current) != cudaSuccess) current = 0;
     const char* flagOps = std::getenv("RR_GPU_FLAG_OPS");  // as a communicator would open it
+    const char* programs = std::getenv("RR_GPU_PROGRAM");
     const std::unique_ptr<rr::Device> device =
-        rr::openCudaDevice(current, flagOps != nullptr && std::string_view(flagOps) == "kernels");
+        rr::openCudaDevice(current, flagOps != nullptr && std::string_view(flagOps) == "kernels",
+                           programs != nullptr && std::string_view(programs) == "1");
     out += fmt::format("\nstream ordering on GPU {}: the caller's stream waits on the GPU by {}",
                        current, device->streamWait());
   } catch (const rr::DeviceError& e) {

@@ -214,6 +214,11 @@ Config Config::load(const rr_config_t* o) {
       fail(RR_ERR_INVALID_ARGUMENT, "RR_GPU_FLAG_OPS='{}' is not auto or kernels", g);
     c.gpuFlagKernels = std::string_view(g) == "kernels";
   }
+  if (const char* g = env("RR_GPU_PROGRAM")) {
+    if (std::string_view(g) != "0" && std::string_view(g) != "1")
+      fail(RR_ERR_INVALID_ARGUMENT, "RR_GPU_PROGRAM='{}' is not 0 or 1", g);
+    c.gpuProgram = std::string_view(g) == "1";
+  }
   if (const char* f = env("RR_TEST_FAKE_DEVICE")) c.fakeDevice = std::string_view(f) == "1";
   if (const char* x = env("RR_TEST_EXIT_IN_RING_SETUP")) {
     c.testExitInRingSetup = std::string_view(x) == "1";

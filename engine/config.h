@@ -87,6 +87,7 @@ struct Config {
   bool phases = false;
   bool inlineBlocking = true;  // RR_INLINE_BLOCKING
   bool gpuFlagKernels = false;  // RR_GPU_FLAG_OPS=kernels: one-thread kernels wait and write the flags
+  bool gpuProgram = false;      // RR_GPU_PROGRAM=1: one kernel per collective's device work
   int spinUs = 200;
   std::string spinSource = "default";  // why spinUs has its value, for the log
   bool fakeDevice = false;

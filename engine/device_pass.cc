@@ -21,6 +21,16 @@ void queueDeviceWork(const DeviceWork& w, Device& device) {
   const uint32_t program = w.base + static_cast<uint32_t>(n);
   auto value = [&](size_t k) { return w.base + static_cast<uint32_t>(k) + 1; };
 
+  // Recorded as one program where the device runs programs (else each call queues at once);
+  // a recording that fails part-way is dropped.
+  struct Recording {
+    Device& device;
+    bool ended = false;
+    ~Recording() {
+      if (!ended) device.discardProgram();
+    }
+  } recording{device};
+  device.beginProgram(w.dtype, w.op, program);
   if (w.preludeBytes > 0) device.copy(w.preludeTo, w.preludeFrom, w.preludeBytes, program);
   // The send copies of units below `end`, in unit order.
   size_t staged = 0;
@@ -67,6 +77,8 @@ void queueDeviceWork(const DeviceWork& w, Device& device) {
     device.signalFlag(Device::kDone, value(k));
   }
   stageBelow(n);
+  recording.ended = true;
+  device.endProgram();
 }
 
 bool DevicePass::postSends(PassCounters& c) {

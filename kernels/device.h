@@ -65,6 +65,15 @@ class Device {
   virtual void reduceCopyOut(void* dst, const void* mine, const void* in, void* out, size_t count,
                              rr_dtype_t dtype, rr_op_t op, AvgStep avg, uint32_t program) = 0;
   virtual void copy(void* dst, const void* src, size_t bytes, uint32_t program) = 0;
+  // One program per collective (RR_GPU_PROGRAM=1, the CUDA device only): the waits, signals,
+  // reductions and copies between beginProgram and endProgram are recorded, and endProgram
+  // queues them as one kernel that runs them in order (kernels/cuda/program_kernel.cu), one
+  // launch where there were three entries per segment. discardProgram drops a recording (a
+  // collective whose queueing failed). Elsewhere, and on the stand-in, each call queues as it
+  // comes and these do nothing.
+  virtual void beginProgram(rr_dtype_t, rr_op_t, uint32_t /*program*/) {}
+  virtual void endProgram() {}
+  virtual void discardProgram() {}
 
   // Start of a request: an event recorded on `stream` (NULL: the legacy default stream).
   virtual void* captureStream(void* stream) = 0;
@@ -88,8 +97,9 @@ int pointerDevice(const void* p);
 // The GPU a CUDA stream belongs to (NULL: the calling thread's current device).
 int streamDevice(void* stream);
 // flagKernels (RR_GPU_FLAG_OPS=kernels): one-thread kernels wait for and write the flags even
-// where the device has stream memory operations.
-std::unique_ptr<Device> openCudaDevice(int ordinal, bool flagKernels = false);
+// where the device has stream memory operations. programs (RR_GPU_PROGRAM=1): a collective's
+// device work runs as one kernel (beginProgram).
+std::unique_ptr<Device> openCudaDevice(int ordinal, bool flagKernels = false, bool programs = false);
 // The stand-in GPU (kernels/fake_gpu.h). Two designs that hung on a real GPU, for tests that
 // show the stand-in deadlocks where CUDA does: with holdByHostFunction, holdStream is a host
 // function that waits for the release; with lazyLoadingMs > 0, the kernels are not loaded at

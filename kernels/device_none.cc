@@ -12,6 +12,6 @@ namespace {
 bool cudaBuilt() { return false; }
 int pointerDevice(const void*) { return -1; }
 int streamDevice(void*) { noCuda(); }
-std::unique_ptr<Device> openCudaDevice(int, bool) { noCuda(); }
+std::unique_ptr<Device> openCudaDevice(int, bool, bool) { noCuda(); }
 
 }  // namespace rr

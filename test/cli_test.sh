@@ -123,6 +123,8 @@ out=$(RR_SPIN_US=-1 t "$rr" bench -N 2 -b 4K -e 4K -n 1 2>&1) && { echo "RR_SPIN
 grep -q "RR_SPIN_US=-1 is out of range \[0, 1000000\]" <<<"$out" || { echo "$out"; exit 1; }
 out=$(RR_GPU_FLAG_OPS=poll t "$rr" bench -N 2 -b 4K -e 4K -n 1 2>&1) && { echo "RR_GPU_FLAG_OPS=poll accepted"; exit 1; }
 grep -q "RR_GPU_FLAG_OPS='poll' is not auto or kernels" <<<"$out" || { echo "$out"; exit 1; }
+out=$(RR_GPU_PROGRAM=yes t "$rr" bench -N 2 -b 4K -e 4K -n 1 2>&1) && { echo "RR_GPU_PROGRAM=yes accepted"; exit 1; }
+grep -q "RR_GPU_PROGRAM='yes' is not 0 or 1" <<<"$out" || { echo "$out"; exit 1; }
 # Over UCX's shared memory, where UCX lists cma (the kernel lets ranks read each other), the
 # receiver reads frames of 64 KiB and more from the sender's memory: the links say so, the
 # job cuts segments of 128 KiB and more, and the results are checked; without cma in

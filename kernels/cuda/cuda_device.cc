@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <deque>
 #include <new>
 #include <thread>
 #include <utility>
@@ -190,7 +191,7 @@ std::string preloadKernels() {
 
 class CudaDevice final : public Device {
  public:
-  CudaDevice(int ordinal, bool flagKernels) : ordinal_(ordinal) {
+  CudaDevice(int ordinal, bool flagKernels, bool programs) : ordinal_(ordinal) {
     const ScopedDevice scope(ordinal_);
     try {
       // Non-blocking: the engine's stream is ordered with no caller's stream (the legacy
@@ -215,6 +216,7 @@ class CudaDevice final : public Device {
         throw DeviceError("pinned memory is mapped at a different device address: this platform "
                           "lacks unified virtual addressing");
       memOps_.init(stream_, counter_, at(kCancel), flagKernels);
+      if (programs) openPrograms(sms);
       loaded_ = preloadKernels();
     } catch (...) {
       destroy();
@@ -259,17 +261,39 @@ class CudaDevice final : public Device {
   void raiseFlag(Flag f, uint32_t value) override { raise(*at(f), value); }
 
   void waitFlag(Flag f, uint32_t value) override {
+    if (recording_) {
+      noteQueued(value);
+      recordFlag(cuda::ProgramStep::kWait, f, value);
+      return;
+    }
     const ScopedDevice scope(ordinal_);
     memOps_.wait(stream_, at(f), value, "the library's stream");
     noteQueued(value);
   }
   void signalFlag(Flag f, uint32_t value) override {
+    if (recording_) {
+      recordFlag(cuda::ProgramStep::kSignal, f, value);
+      return;
+    }
     const ScopedDevice scope(ordinal_);
     memOps_.write(stream_, at(f), value);
   }
 
   void reduceCopyOut(void* dst, const void* mine, const void* in, void* out, size_t count,
                      rr_dtype_t dtype, rr_op_t op, AvgStep avg, uint32_t program) override {
+    if (recording_) {
+      if (dtype != programDtype_ || (op != programOp_ && !(op == RR_SUM && programOp_ == RR_AVG)))
+        throw DeviceError("a program's reduction has another dtype or op than its collective");
+      noteQueued(program);
+      if (count == 0) return;
+      const auto p = [](const void* q) { return reinterpret_cast<uintptr_t>(q); };
+      const bool vector = cuda::widestWord({p(dst), p(mine), p(in), out != nullptr ? p(out) : 0}) == 16;
+      steps_.push_back(cuda::ProgramStep{.kind = cuda::ProgramStep::kReduce, .dst = dst, .a = mine, .b = in,
+                                         .out = out, .count = count, .avgRanks = avg.ranks,
+                                         .avgFirst = avg.first, .avgLast = avg.last,
+                                         .word = static_cast<uint8_t>(vector ? 16 : 0)});
+      return;
+    }
     const ScopedDevice scope(ordinal_);
     check(static_cast<cudaError_t>(cuda::launchReduceCopyOut(dst, mine, in, out, count, dtype, op, avg,
                                                              cancel(program), maxBlocks_, stream_)),
@@ -277,9 +301,50 @@ class CudaDevice final : public Device {
   }
 
   void copy(void* dst, const void* src, size_t bytes, uint32_t program) override {
+    if (recording_) {
+      noteQueued(program);
+      if (bytes == 0) return;
+      const uint8_t word = cuda::widestWord({reinterpret_cast<uintptr_t>(dst), reinterpret_cast<uintptr_t>(src), bytes});
+      steps_.push_back(cuda::ProgramStep{.kind = cuda::ProgramStep::kCopy, .dst = dst, .a = src, .count = bytes,
+                                         .word = word});
+      return;
+    }
     const ScopedDevice scope(ordinal_);
     check(static_cast<cudaError_t>(cuda::launchCopy(dst, src, bytes, cancel(program), maxBlocks_, stream_)),
           "copy kernel launch");
+  }
+
+  void beginProgram(rr_dtype_t dtype, rr_op_t op, uint32_t program) override {
+    if (arena_ == nullptr) return;  // not opened for programs
+    steps_.clear();
+    recording_ = true;
+    programDtype_ = dtype;
+    programOp_ = op;
+    programNumber_ = program;
+  }
+  void discardProgram() override {
+    recording_ = false;
+    steps_.clear();
+  }
+  void endProgram() override {
+    if (!recording_) return;
+    recording_ = false;
+    if (steps_.empty()) return;
+    const ScopedDevice scope(ordinal_);
+    cuda::ProgramStep* at = place(steps_.size());
+    std::copy(steps_.begin(), steps_.end(), at);
+    std::atomic_thread_fence(std::memory_order_release);  // the steps before the launch that reads them
+    check(static_cast<cudaError_t>(cuda::launchProgram(at, static_cast<uint32_t>(steps_.size()), programDtype_,
+                                                       programOp_, cancel(programNumber_), barrier_,
+                                                       programBlocks_, stream_)),
+          "program kernel launch");
+    cudaEvent_t done = nullptr;
+    check(cudaEventCreateWithFlags(&done, cudaEventDisableTiming), "cudaEventCreateWithFlags (program)");
+    const cudaError_t rc = cudaEventRecord(done, stream_);
+    if (rc != cudaSuccess) cudaEventDestroy(done);
+    check(rc, "cudaEventRecord (program)");
+    const size_t begin = static_cast<size_t>(at - arena_);
+    programs_.push_back(Placed{begin, begin + steps_.size(), done});
   }
 
   void* captureStream(void* stream) override {
@@ -335,6 +400,9 @@ class CudaDevice final : public Device {
   std::atomic<uint32_t>* at(Flag f) const {
     return reinterpret_cast<std::atomic<uint32_t>*>(words_ + kLine * (1 + static_cast<size_t>(f)));
   }
+  void recordFlag(cuda::ProgramStep::Kind kind, Flag f, uint32_t value) {
+    steps_.push_back(cuda::ProgramStep{.kind = kind, .value = value, .flag = reinterpret_cast<uint32_t*>(at(f))});
+  }
   void noteQueued(uint32_t value) {
     if (static_cast<int32_t>(value - gated_) > 0) gated_ = value;
   }
@@ -343,7 +411,61 @@ class CudaDevice final : public Device {
     return cuda::Cancel{reinterpret_cast<const volatile uint32_t*>(at(kCancel)), program};
   }
 
+  // Programs: the steps' arena (mapped pinned; a program's steps stay until its kernel has
+  // finished, which an event after it says), the blocks' barrier counter, and the grid.
+  static constexpr size_t kArenaSteps = 16384;  // 1 MiB
+  struct Placed {
+    size_t begin, end;  // arena_[begin, end)
+    cudaEvent_t done;
+  };
+  void openPrograms(int sms) {
+    int cooperative = 0;
+    check(cudaDeviceGetAttribute(&cooperative, cudaDevAttrCooperativeLaunch, ordinal_), "cudaDeviceGetAttribute");
+    if (cooperative == 0)
+      throw DeviceError("RR_GPU_PROGRAM=1: this device has no cooperative launch");
+    void* arena = nullptr;
+    check(cudaHostAlloc(&arena, kArenaSteps * sizeof(cuda::ProgramStep), cudaHostAllocMapped | cudaHostAllocPortable),
+          "cudaHostAlloc (program steps)");
+    arena_ = static_cast<cuda::ProgramStep*>(arena);
+    void* barrier = nullptr;
+    check(cudaMalloc(&barrier, sizeof(uint32_t)), "cudaMalloc (program barrier)");
+    barrier_ = static_cast<uint32_t*>(barrier);
+    programBlocks_ = std::clamp(sms, 1, 32);
+  }
+  // Room for n steps, contiguous: after the last program's, or from the start; waits
+  // (bounded) for the programs whose steps are still there to finish.
+  cuda::ProgramStep* place(size_t n) {
+    if (n > kArenaSteps)
+      throw DeviceError(fmt::format("a collective of {} device steps exceeds the program arena ({} steps)", n,
+                                    kArenaSteps));
+    size_t begin = programs_.empty() ? 0 : programs_.back().end;
+    if (begin + n > kArenaSteps) begin = 0;
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    for (;;) {
+      while (!programs_.empty()) {  // drop the finished, oldest first
+        const cudaError_t rc = cudaEventQuery(programs_.front().done);
+        if (rc == cudaErrorNotReady) break;
+        cudaEventDestroy(programs_.front().done);
+        programs_.pop_front();
+        check(rc, "cudaEventQuery (program)");
+      }
+      const bool taken = std::any_of(programs_.begin(), programs_.end(),
+                                     [&](const Placed& p) { return p.begin < begin + n && begin < p.end; });
+      if (!taken) break;
+      if (std::chrono::steady_clock::now() >= until)
+        throw DeviceError(fmt::format("the program arena has had no room for {} steps for 60 s: the "
+                                      "collectives queued before this one have not finished",
+                                      n));
+      std::this_thread::yield();
+    }
+    return arena_ + begin;
+  }
+
   void destroy() {
+    for (const Placed& p : programs_) cudaEventDestroy(p.done);
+    programs_.clear();
+    if (arena_ != nullptr) cudaFreeHost(std::exchange(arena_, nullptr));
+    if (barrier_ != nullptr) cudaFree(std::exchange(barrier_, nullptr));
     if (stream_ != nullptr) cudaStreamDestroy(std::exchange(stream_, nullptr));
     if (words_ != nullptr) cudaFreeHost(std::exchange(words_, nullptr));
     counter_ = nullptr;
@@ -359,6 +481,15 @@ class CudaDevice final : public Device {
   uint32_t gated_ = 0;  // the largest gate or program value queued (the destructor ungates to it)
   MemOps memOps_;
   std::string loaded_;  // what preloadKernels did
+  cuda::ProgramStep* arena_ = nullptr;  // non-null: opened for programs
+  uint32_t* barrier_ = nullptr;
+  int programBlocks_ = 1;
+  std::deque<Placed> programs_;
+  bool recording_ = false;
+  std::vector<cuda::ProgramStep> steps_;
+  rr_dtype_t programDtype_ = RR_FLOAT32;
+  rr_op_t programOp_ = RR_SUM;
+  uint32_t programNumber_ = 0;
 };
 
 }  // namespace
@@ -386,8 +517,8 @@ int streamDevice(void* stream) {
   return device;
 }
 
-std::unique_ptr<Device> openCudaDevice(int ordinal, bool flagKernels) {
-  return std::make_unique<CudaDevice>(ordinal, flagKernels);
+std::unique_ptr<Device> openCudaDevice(int ordinal, bool flagKernels, bool programs) {
+  return std::make_unique<CudaDevice>(ordinal, flagKernels, programs);
 }
 
 }  // namespace rr

@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <initializer_list>
 #include <vector>
 
 #include "kernels/reduce.h"
@@ -37,8 +38,41 @@ int launchWaitFlag(const void* flag, uint32_t value, void* stream);
 // completed: the fallback of a stream memory write (cuStreamWriteValue32).
 int launchSignalFlag(void* flag, uint32_t value, void* stream);
 
-// Every kernel above (each dtype and op of the reduction, each word of the copy, the wait
-// and the signal),
+// One step of a program (program_kernel.cu): a collective's whole device work run by one
+// kernel in place of a stream entry per wait, reduction, copy and signal (RR_GPU_PROGRAM=1).
+// 64 bytes, read by the kernel from mapped pinned memory.
+struct alignas(16) ProgramStep {
+  enum Kind : uint32_t { kWait, kSignal, kReduce, kCopy };
+  uint32_t kind = kWait;
+  uint32_t value = 0;               // kWait: until (int32_t)(*flag - value) >= 0; kSignal: written
+  uint32_t* flag = nullptr;         // kWait, kSignal: a flag in mapped pinned memory
+  void* dst = nullptr;              // kReduce: dst = a op b (and out = dst); kCopy: dst = a
+  const void* a = nullptr;
+  const void* b = nullptr;
+  void* out = nullptr;
+  uint64_t count = 0;               // kReduce: elements; kCopy: bytes
+  int32_t avgRanks = 0;             // kReduce: AvgStep
+  uint8_t avgFirst = 0, avgLast = 0;
+  uint8_t word = 1;                 // kReduce: 16 when every pointer is 16-byte aligned, else 0;
+                                    // kCopy: the widest word (16/8/4/2/1) the pointers and length allow
+  uint8_t pad = 0;
+};
+static_assert(sizeof(ProgramStep) == 64, "a program step is one 64-byte line");
+
+// The widest word of 16, 8, 4, 2, 1 bytes that divides every one of `values`.
+uint8_t widestWord(std::initializer_list<uintptr_t> values);
+
+// Launches the program steps[0..n) of a collective of `dtype` and `op` on `stream` as one
+// cooperative kernel of `blocks` blocks. `barrier` (4 bytes of device memory) is zeroed on
+// the stream first: the blocks meet there after each reduction and copy. Every wait also
+// watches `cancel`: once (int32_t)(*cancel - program) >= 0 the kernel returns.
+int launchProgram(const ProgramStep* steps, uint32_t n, rr_dtype_t dtype, rr_op_t op, Cancel cancel,
+                  uint32_t* barrier, int blocks, void* stream);
+// The program kernels (each dtype and op), for kernelSymbols.
+std::vector<const void*> programKernelSymbols();
+
+// Every kernel above (each dtype and op of the reduction and of the program, each word of the
+// copy, the wait and the signal),
 // as the host symbols that cudaFuncGetAttributes and cudaGetFuncBySymbol take: the device
 // loads them all when it opens (cuda_device.cc, preloadKernels).
 std::vector<const void*> kernelSymbols();

@@ -199,6 +199,7 @@ std::vector<const void*> kernelSymbols() {
   out.push_back(reinterpret_cast<const void*>(&copyKernel<uint8_t>));
   out.push_back(reinterpret_cast<const void*>(&waitFlagKernel));
   out.push_back(reinterpret_cast<const void*>(&signalFlagKernel));
+  for (const void* k : programKernelSymbols()) out.push_back(k);
   return out;
 }
 
