@@ -317,7 +317,7 @@ void Communicator::openDevice(int ordinal, const char* name) {
         config_.fakeDevice
             ? openFakeDevice(config_.testHoldByHostFunction,
                              config_.testLazyKernels ? std::max(1, config_.timeoutMs / 2) : 0,
-                             static_cast<size_t>(config_.testGpuQueueDepth))
+                             static_cast<size_t>(config_.testGpuQueueDepth), config_.gpuProgram)
             : openCudaDevice(ordinal, config_.gpuFlagKernels, config_.gpuProgram);
     if (engine_) engine_->attachDevice(device.get());
     streamOrder_ = std::make_unique<StreamOrder>(*device);

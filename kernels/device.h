@@ -22,6 +22,7 @@
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "kernels/reduce.h"
 #include "ringreduce/ringreduce.h"
@@ -69,8 +70,8 @@ class Device {
   // reductions and copies between beginProgram and endProgram are recorded, and endProgram
   // queues them as one kernel that runs them in order (kernels/cuda/program_kernel.cu), one
   // launch where there were three entries per segment. discardProgram drops a recording (a
-  // collective whose queueing failed). Elsewhere, and on the stand-in, each call queues as it
-  // comes and these do nothing.
+  // collective whose queueing failed). Elsewhere each call queues as it comes and these do
+  // nothing. The stand-in runs a program as one item on its stream.
   virtual void beginProgram(rr_dtype_t, rr_op_t, uint32_t /*program*/) {}
   virtual void endProgram() {}
   virtual void discardProgram() {}
@@ -90,6 +91,30 @@ class Device {
   virtual std::string streamWait() const = 0;
 };
 
+// The recording of a program (Device::beginProgram .. endProgram), for the devices that run
+// them: the steps of one collective, in order.
+template <class Step>
+struct ProgramRecording {
+  bool on = false;
+  uint32_t program = 0;
+  std::vector<Step> steps;
+  void begin(uint32_t p) {
+    steps.clear();
+    on = true;
+    program = p;
+  }
+  void discard() {
+    on = false;
+    steps.clear();
+  }
+  // Stops recording; true if there are steps to queue (they stay in `steps`).
+  bool end() {
+    const bool queue = on && !steps.empty();
+    on = false;
+    return queue;
+  }
+};
+
 // Whether this library was built with CUDA.
 bool cudaBuilt();
 // The CUDA device that holds `p`, or -1 for host memory (and whenever CUDA is unusable).
@@ -105,8 +130,9 @@ std::unique_ptr<Device> openCudaDevice(int ordinal, bool flagKernels = false, bo
 // function that waits for the release; with lazyLoadingMs > 0, the kernels are not loaded at
 // open but at their first launch (rule 8), and the stand-in gives up the implicit
 // synchronisation that CUDA would wait on forever after lazyLoadingMs.
-// queueDepth > 0: the bound of a stand-in stream's queue (its rule 9), for tests.
+// queueDepth > 0: the bound of a stand-in stream's queue (its rule 9), for tests. programs:
+// as RR_GPU_PROGRAM=1, each collective's device work one item on the stream.
 std::unique_ptr<Device> openFakeDevice(bool holdByHostFunction = false, int lazyLoadingMs = 0,
-                                       size_t queueDepth = 0);
+                                       size_t queueDepth = 0, bool programs = false);
 
 }  // namespace rr

@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -25,8 +26,8 @@ namespace {
 
 class FakeDevice final : public Device {
  public:
-  FakeDevice(bool holdByHostFunction, int lazyLoadingMs, size_t queueDepth)
-      : hostFunction_(holdByHostFunction), stream_(fake::createStream(/*nonBlocking=*/true)) {
+  FakeDevice(bool holdByHostFunction, int lazyLoadingMs, size_t queueDepth, bool programs)
+      : hostFunction_(holdByHostFunction), programs_(programs), stream_(fake::createStream(/*nonBlocking=*/true)) {
     if (queueDepth > 0) fake::setQueueDepthForTests(queueDepth);
     if (lazyLoadingMs > 0) {  // the design that hung on an H200: kernels load at first launch
       fake::setSyncLimitForTests(std::chrono::milliseconds(lazyLoadingMs));
@@ -38,6 +39,7 @@ class FakeDevice final : public Device {
         for (rr_op_t op : {RR_SUM, RR_PROD, RR_MIN, RR_MAX})
           fake::loadKernel(reduceKernel(static_cast<rr_dtype_t>(t), op));
       fake::loadKernel("copy");
+      if (programs_) fake::loadKernel("program");
     } catch (const std::exception& e) {
       fake::destroyStream(stream_);
       throw DeviceError(e.what());
@@ -82,11 +84,47 @@ class FakeDevice final : public Device {
   uint32_t flag(Flag f) const override { return (*flags_)[f].load(std::memory_order_acquire); }
   void raiseFlag(Flag f, uint32_t value) override { raise((*flags_)[f], value); }
   void waitFlag(Flag f, uint32_t value) override {
-    guard([&] { fake::streamWaitValue(stream_, &(*flags_)[f], value); });
     noteQueued(value);
+    if (recording_.on) {  // the program polls the flag itself; a cancel lets it go
+      recording_.steps.push_back([flags = flags_, f, value, program = recording_.program] {
+        for (;;) {
+          if (static_cast<int32_t>((*flags)[f].load(std::memory_order_acquire) - value) >= 0) return true;
+          if (static_cast<int32_t>((*flags)[kCancel].load(std::memory_order_acquire) - program) >= 0) return false;
+          std::this_thread::sleep_for(std::chrono::microseconds(20));
+        }
+      });
+      return;
+    }
+    guard([&] { fake::streamWaitValue(stream_, &(*flags_)[f], value); });
   }
   void signalFlag(Flag f, uint32_t value) override {
+    if (recording_.on) {
+      recording_.steps.push_back([flags = flags_, f, value] {
+        (*flags)[f].store(value, std::memory_order_release);
+        return true;
+      });
+      return;
+    }
     guard([&] { fake::streamWriteValue(stream_, &(*flags_)[f], value); });
+  }
+
+  // Programs (RR_GPU_PROGRAM=1): the steps between beginProgram and endProgram run in order
+  // as one kernel, one item on the stream (rule 9 counts it once), as the CUDA device's
+  // program kernel runs them; a cancel ends it at its next step.
+  void beginProgram(rr_dtype_t, rr_op_t, uint32_t program) override {
+    if (programs_) recording_.begin(program);
+  }
+  void discardProgram() override { recording_.discard(); }
+  void endProgram() override {
+    if (!recording_.end()) return;
+    const uint32_t program = recording_.program;
+    enqueue("program", program, [flags = flags_, program, steps = std::move(recording_.steps)] {
+      for (const auto& step : steps) {
+        if (static_cast<int32_t>((*flags)[kCancel].load(std::memory_order_acquire) - program) >= 0) return;
+        if (!step()) return;
+      }
+    });
+    recording_.steps.clear();
   }
 
   void reduceCopyOut(void* dst, const void* mine, const void* in, void* out, size_t count,
@@ -189,8 +227,16 @@ class FakeDevice final : public Device {
   }
 
   // A kernel of collective `program`: it does nothing once kCancel has reached the program.
+  // While a program is recorded, the kernel becomes one of its steps.
   void enqueue(const std::string& kernel, uint32_t program, std::function<void()> work) {
     noteQueued(program);
+    if (recording_.on && kernel != "program") {
+      recording_.steps.push_back([work = std::move(work)] {
+        work();
+        return true;
+      });
+      return;
+    }
     try {
       fake::launch(stream_, kernel, [flags = flags_, program, work = std::move(work)] {
         if (static_cast<int32_t>((*flags)[kCancel].load(std::memory_order_acquire) - program) < 0) work();
@@ -201,6 +247,8 @@ class FakeDevice final : public Device {
   }
 
   bool hostFunction_;
+  bool programs_;
+  ProgramRecording<std::function<bool()>> recording_;  // a step returns false: stop
   fake::Stream* stream_;
   // Shared with queued work, which may outlive a device hung on purpose.
   std::shared_ptr<std::array<std::atomic<uint32_t>, kFlags>> flags_ =
@@ -212,8 +260,9 @@ class FakeDevice final : public Device {
 
 }  // namespace
 
-std::unique_ptr<Device> openFakeDevice(bool holdByHostFunction, int lazyLoadingMs, size_t queueDepth) {
-  return std::make_unique<FakeDevice>(holdByHostFunction, lazyLoadingMs, queueDepth);
+std::unique_ptr<Device> openFakeDevice(bool holdByHostFunction, int lazyLoadingMs, size_t queueDepth,
+                                       bool programs) {
+  return std::make_unique<FakeDevice>(holdByHostFunction, lazyLoadingMs, queueDepth, programs);
 }
 
 }  // namespace rr

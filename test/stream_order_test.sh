@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Stream ordering on the stand-in GPU (RR_TEST_FAKE_DEVICE=1), through stream_order_check.
 #   stream_order_test.sh RINGREDUCE CHECK N            order, order-cold, concurrent (n > 1),
-#                                                      hang (n > 1)
+#                                                      hang (n > 1); with RR_GPU_PROGRAM=1
+#                                                      also concurrent at a 16-item queue
 #   stream_order_test.sh RINGREDUCE CHECK N old-design the design that hung on a real GPU
 #       must fail on the stand-in too: a host function that waits for the request (a named
 #       RR_ERR_TIMEOUT for the device work, and a stalled kernel on another stream); and the
@@ -72,5 +73,12 @@ if [ "$n" -gt 1 ]; then
   run 120 concurrent RR_TIMEOUT_MS=$(( 20000 * scale )) || failed=1
   echo "== hang (n=$n): the last rank's stream never starts the all-reduce"
   run 60 hang RR_TIMEOUT_MS=$(( 2000 * scale )) || failed=1
+  # One program per collective (RR_GPU_PROGRAM=1) is one item on the GPU's queue whatever
+  # the bucket's size: the known limit of the old-design run (a call waits for room, so for
+  # the other ranks' calls, at a queue of 16 items) is gone.
+  if [ "${RR_GPU_PROGRAM:-0}" = 1 ]; then
+    echo "== concurrent (n=$n), a stream queue of 16 items, one program per collective: the call does not wait"
+    run 120 concurrent RR_TEST_GPU_QUEUE_DEPTH=16 RR_TIMEOUT_MS=$(( 20000 * scale )) || failed=1
+  fi
 fi
 exit $failed

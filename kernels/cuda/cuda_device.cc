@@ -261,7 +261,7 @@ class CudaDevice final : public Device {
   void raiseFlag(Flag f, uint32_t value) override { raise(*at(f), value); }
 
   void waitFlag(Flag f, uint32_t value) override {
-    if (recording_) {
+    if (recording_.on) {
       noteQueued(value);
       recordFlag(cuda::ProgramStep::kWait, f, value);
       return;
@@ -271,7 +271,7 @@ class CudaDevice final : public Device {
     noteQueued(value);
   }
   void signalFlag(Flag f, uint32_t value) override {
-    if (recording_) {
+    if (recording_.on) {
       recordFlag(cuda::ProgramStep::kSignal, f, value);
       return;
     }
@@ -281,14 +281,14 @@ class CudaDevice final : public Device {
 
   void reduceCopyOut(void* dst, const void* mine, const void* in, void* out, size_t count,
                      rr_dtype_t dtype, rr_op_t op, AvgStep avg, uint32_t program) override {
-    if (recording_) {
+    if (recording_.on) {
       if (dtype != programDtype_ || (op != programOp_ && !(op == RR_SUM && programOp_ == RR_AVG)))
         throw DeviceError("a program's reduction has another dtype or op than its collective");
       noteQueued(program);
       if (count == 0) return;
       const auto p = [](const void* q) { return reinterpret_cast<uintptr_t>(q); };
       const bool vector = cuda::widestWord({p(dst), p(mine), p(in), out != nullptr ? p(out) : 0}) == 16;
-      steps_.push_back(cuda::ProgramStep{.kind = cuda::ProgramStep::kReduce, .dst = dst, .a = mine, .b = in,
+      recording_.steps.push_back(cuda::ProgramStep{.kind = cuda::ProgramStep::kReduce, .dst = dst, .a = mine, .b = in,
                                          .out = out, .count = count, .avgRanks = avg.ranks,
                                          .avgFirst = avg.first, .avgLast = avg.last,
                                          .word = static_cast<uint8_t>(vector ? 16 : 0)});
@@ -301,11 +301,11 @@ class CudaDevice final : public Device {
   }
 
   void copy(void* dst, const void* src, size_t bytes, uint32_t program) override {
-    if (recording_) {
+    if (recording_.on) {
       noteQueued(program);
       if (bytes == 0) return;
       const uint8_t word = cuda::widestWord({reinterpret_cast<uintptr_t>(dst), reinterpret_cast<uintptr_t>(src), bytes});
-      steps_.push_back(cuda::ProgramStep{.kind = cuda::ProgramStep::kCopy, .dst = dst, .a = src, .count = bytes,
+      recording_.steps.push_back(cuda::ProgramStep{.kind = cuda::ProgramStep::kCopy, .dst = dst, .a = src, .count = bytes,
                                          .word = word});
       return;
     }
@@ -316,26 +316,20 @@ class CudaDevice final : public Device {
 
   void beginProgram(rr_dtype_t dtype, rr_op_t op, uint32_t program) override {
     if (arena_ == nullptr) return;  // not opened for programs
-    steps_.clear();
-    recording_ = true;
+    recording_.begin(program);
     programDtype_ = dtype;
     programOp_ = op;
-    programNumber_ = program;
   }
-  void discardProgram() override {
-    recording_ = false;
-    steps_.clear();
-  }
+  void discardProgram() override { recording_.discard(); }
   void endProgram() override {
-    if (!recording_) return;
-    recording_ = false;
-    if (steps_.empty()) return;
+    if (!recording_.end()) return;
+    const std::vector<cuda::ProgramStep>& steps = recording_.steps;
     const ScopedDevice scope(ordinal_);
-    cuda::ProgramStep* at = place(steps_.size());
-    std::copy(steps_.begin(), steps_.end(), at);
+    cuda::ProgramStep* at = place(steps.size());
+    std::copy(steps.begin(), steps.end(), at);
     std::atomic_thread_fence(std::memory_order_release);  // the steps before the launch that reads them
-    check(static_cast<cudaError_t>(cuda::launchProgram(at, static_cast<uint32_t>(steps_.size()), programDtype_,
-                                                       programOp_, cancel(programNumber_), barrier_,
+    check(static_cast<cudaError_t>(cuda::launchProgram(at, static_cast<uint32_t>(steps.size()), programDtype_,
+                                                       programOp_, cancel(recording_.program), barrier_,
                                                        programBlocks_, stream_)),
           "program kernel launch");
     cudaEvent_t done = nullptr;
@@ -344,7 +338,7 @@ class CudaDevice final : public Device {
     if (rc != cudaSuccess) cudaEventDestroy(done);
     check(rc, "cudaEventRecord (program)");
     const size_t begin = static_cast<size_t>(at - arena_);
-    programs_.push_back(Placed{begin, begin + steps_.size(), done});
+    programs_.push_back(Placed{begin, begin + steps.size(), done});
   }
 
   void* captureStream(void* stream) override {
@@ -401,7 +395,7 @@ class CudaDevice final : public Device {
     return reinterpret_cast<std::atomic<uint32_t>*>(words_ + kLine * (1 + static_cast<size_t>(f)));
   }
   void recordFlag(cuda::ProgramStep::Kind kind, Flag f, uint32_t value) {
-    steps_.push_back(cuda::ProgramStep{.kind = kind, .value = value, .flag = reinterpret_cast<uint32_t*>(at(f))});
+    recording_.steps.push_back(cuda::ProgramStep{.kind = kind, .value = value, .flag = reinterpret_cast<uint32_t*>(at(f))});
   }
   void noteQueued(uint32_t value) {
     if (static_cast<int32_t>(value - gated_) > 0) gated_ = value;
@@ -485,11 +479,9 @@ class CudaDevice final : public Device {
   uint32_t* barrier_ = nullptr;
   int programBlocks_ = 1;
   std::deque<Placed> programs_;
-  bool recording_ = false;
-  std::vector<cuda::ProgramStep> steps_;
+  ProgramRecording<cuda::ProgramStep> recording_;
   rr_dtype_t programDtype_ = RR_FLOAT32;
   rr_op_t programOp_ = RR_SUM;
-  uint32_t programNumber_ = 0;
 };
 
 }  // namespace
