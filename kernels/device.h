@@ -66,7 +66,7 @@ class Device {
   virtual void reduceCopyOut(void* dst, const void* mine, const void* in, void* out, size_t count,
                              rr_dtype_t dtype, rr_op_t op, AvgStep avg, uint32_t program) = 0;
   virtual void copy(void* dst, const void* src, size_t bytes, uint32_t program) = 0;
-  // One program per collective (RR_GPU_PROGRAM=1, the CUDA device only): the waits, signals,
+  // One program per collective (RR_GPU_PROGRAM=1): the waits, signals,
   // reductions and copies between beginProgram and endProgram are recorded, and endProgram
   // queues them as one kernel that runs them in order (kernels/cuda/program_kernel.cu), one
   // launch where there were three entries per segment. discardProgram drops a recording (a
