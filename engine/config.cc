@@ -32,6 +32,13 @@ int64_t parseInt(const char* name, const char* text, int64_t lo, int64_t hi) {
   return v;
 }
 
+// A switch variable: "0" or "1", else named.
+bool parseSwitch(const char* name, const char* text) {
+  const std::string_view v(text);
+  if (v != "0" && v != "1") fail(RR_ERR_INVALID_ARGUMENT, "{}='{}' is not 0 or 1", name, text);
+  return v == "1";
+}
+
 // The first launcher whose rank or size variable is set; both must be (a lone RR_RANK, or a
 // stray RANK in a shell, must not become a silent job of one rank).
 bool rankFromEnv(Config& c) {
@@ -199,26 +206,14 @@ Config Config::load(const rr_config_t* o) {
       fail(RR_ERR_INVALID_ARGUMENT, "RR_ALGO='{}' is not auto, ring, rd or hd", a);
     c.algo = a;
   }
-  if (const char* p = env("RR_PHASES")) {
-    if (std::string_view(p) != "0" && std::string_view(p) != "1")
-      fail(RR_ERR_INVALID_ARGUMENT, "RR_PHASES='{}' is not 0 or 1", p);
-    c.phases = std::string_view(p) == "1";
-  }
-  if (const char* b = env("RR_INLINE_BLOCKING")) {
-    if (std::string_view(b) != "0" && std::string_view(b) != "1")
-      fail(RR_ERR_INVALID_ARGUMENT, "RR_INLINE_BLOCKING='{}' is not 0 or 1", b);
-    c.inlineBlocking = std::string_view(b) == "1";
-  }
+  if (const char* p = env("RR_PHASES")) c.phases = parseSwitch("RR_PHASES", p);
+  if (const char* b = env("RR_INLINE_BLOCKING")) c.inlineBlocking = parseSwitch("RR_INLINE_BLOCKING", b);
   if (const char* g = env("RR_GPU_FLAG_OPS")) {
     if (std::string_view(g) != "auto" && std::string_view(g) != "kernels")
       fail(RR_ERR_INVALID_ARGUMENT, "RR_GPU_FLAG_OPS='{}' is not auto or kernels", g);
     c.gpuFlagKernels = std::string_view(g) == "kernels";
   }
-  if (const char* g = env("RR_GPU_PROGRAM")) {
-    if (std::string_view(g) != "0" && std::string_view(g) != "1")
-      fail(RR_ERR_INVALID_ARGUMENT, "RR_GPU_PROGRAM='{}' is not 0 or 1", g);
-    c.gpuProgram = std::string_view(g) == "1";
-  }
+  if (const char* g = env("RR_GPU_PROGRAM")) c.gpuProgram = parseSwitch("RR_GPU_PROGRAM", g);
   if (const char* f = env("RR_TEST_FAKE_DEVICE")) c.fakeDevice = std::string_view(f) == "1";
   if (const char* x = env("RR_TEST_EXIT_IN_RING_SETUP")) {
     c.testExitInRingSetup = std::string_view(x) == "1";

@@ -153,7 +153,6 @@ int launchReduceCopyOut(void* dst, const void* mine, const void* in, void* out, 
 int launchCopy(void* dst, const void* src, size_t bytes, Cancel c, int maxBlocks, void* stream) {
   if (bytes == 0) return 0;
   auto s = static_cast<cudaStream_t>(stream);
-  const uintptr_t all = reinterpret_cast<uintptr_t>(dst) | reinterpret_cast<uintptr_t>(src) | bytes;
   auto launch = [&](auto word) {
     using W = decltype(word);
     const size_t words = bytes / sizeof(W);
@@ -161,11 +160,13 @@ int launchCopy(void* dst, const void* src, size_t bytes, Cancel c, int maxBlocks
         static_cast<W*>(dst), static_cast<const W*>(src), words, c.flag, c.program);
     return static_cast<int>(cudaGetLastError());
   };
-  if (all % 16 == 0) return launch(uint4{});
-  if (all % 8 == 0) return launch(uint64_t{});
-  if (all % 4 == 0) return launch(uint32_t{});
-  if (all % 2 == 0) return launch(uint16_t{});
-  return launch(uint8_t{});
+  switch (widestWord({reinterpret_cast<uintptr_t>(dst), reinterpret_cast<uintptr_t>(src), bytes})) {
+    case 16: return launch(uint4{});
+    case 8: return launch(uint64_t{});
+    case 4: return launch(uint32_t{});
+    case 2: return launch(uint16_t{});
+    default: return launch(uint8_t{});
+  }
 }
 
 namespace {
