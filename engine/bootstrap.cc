@@ -29,9 +29,12 @@ JobIdentity jobOf(const Config& c) { return JobIdentity{c.jobId, c.secret}; }
 uint32_t linkTraits(const RingLinks& links, const Endpoint& self, const RingPeers& peers) {
   bool large = links.left && links.right && links.left->prefersLargeFrames() && links.right->prefersLargeFrames();
   for (const auto& p : links.partners) large = large && p->prefersLargeFrames();
+  bool fragments = links.left && links.right && links.left->prefersFragmentFrames() &&
+                   links.right->prefersFragmentFrames();
+  for (const auto& p : links.partners) fragments = fragments && p->prefersFragmentFrames();
   bool oneHost = peers.right.ip == self.ip;
   for (const auto& [rank, e] : peers.connect) oneHost = oneHost && e.ip == self.ip;
-  return (large ? kTraitLargeFrames : 0) | (oneHost ? kTraitOneHost : 0);
+  return (large ? kTraitLargeFrames : 0) | (oneHost ? kTraitOneHost : 0) | (fragments ? kTraitFragmentFrames : 0);
 }
 
 void sendTraits(int fd, uint32_t traits, Deadline deadline, const std::string& what) {
@@ -192,6 +195,7 @@ Ring connectRing(const Config& c, Transport& transport, EventSet& events, spdlog
   const uint32_t traits = agreeOnRing(c, ring, failed, deadline, self, peers);
   ring.largeFrames = (traits & kTraitLargeFrames) != 0;
   ring.oneHost = (traits & kTraitOneHost) != 0;
+  ring.fragmentFrames = (traits & kTraitFragmentFrames) != 0;
   return ring;
 }
 

@@ -38,6 +38,9 @@ struct Ring {
   // Every link of every rank prefers large frames (Link::prefersLargeFrames), as rank 0
   // found from the reports of step 4: the same on every rank.
   bool largeFrames = false;
+  // Every link of every rank prefers frames that fit one of its transport's fragments
+  // (Link::prefersFragmentFrames), found alike.
+  bool fragmentFrames = false;
   // Every rank published the same IP for its transport (every link was dialled to the
   // dialler's own address, so the connected ring has one): the job runs on one host, or in
   // one network namespace. The same on every rank; auto's thresholds depend on it

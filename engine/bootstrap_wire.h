@@ -12,7 +12,8 @@
 // After the ring is connected, each rank sends rank 0 a status, and after a success its
 // links' traits (u32; bit 0, kTraitLargeFrames: every link of the rank prefers large
 // frames; bit 1, kTraitOneHost: every peer the rank connected to published the same IP as
-// the rank itself); rank 0 answers every rank with the first failure, or with success and
+// the rank itself; bit 2, kTraitFragmentFrames: every link of the rank prefers frames that
+// fit one of its transport's fragments, Link::prefersFragmentFrames); rank 0 answers every rank with the first failure, or with success and
 // the traits every rank has (the AND of all, rank 0's own included) (bootstrap.cc); then
 // the connection carries the stall monitor's reports (stall_monitor.h).
 #pragma once
@@ -30,6 +31,7 @@ namespace rr {
 constexpr size_t kMaxStatusText = 4096;
 constexpr uint32_t kTraitLargeFrames = 1;
 constexpr uint32_t kTraitOneHost = 2;
+constexpr uint32_t kTraitFragmentFrames = 4;
 constexpr size_t kMaxEndpointIp = 64;
 
 // A rank that reached rank 0 but cannot take part: the job cannot form.

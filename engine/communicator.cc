@@ -137,6 +137,7 @@ void Communicator::connect() {
   partners_ = std::move(ring.links.partners);
   bootstrap_ = std::move(ring.bootstrap);
   largeFrames_ = ring.largeFrames;
+  fragmentFrames_ = ring.fragmentFrames;
   span_ = ring.oneHost ? Config::Span::kOneHost : Config::Span::kHosts;
   if (config_.size > 1)
     log_->info("the job's ranks {}: auto takes recursive doubling up to {} KiB",
@@ -145,6 +146,9 @@ void Communicator::connect() {
   if (largeFrames_)
     log_->info("every link of the job reads its peers' frames: segments of {} KiB and more",
                kLargeFrameSegmentBytes >> 10);
+  if (fragmentFrames_ && config_.segmentBytes > Link::kFragmentFrameBytes)
+    log_->info("every link of the job copies frames through 256 KiB fragments: ring passes cut segments of at most {} KiB "
+               "(RR_SEGMENT_BYTES {} KiB)", Link::kFragmentFrameBytes >> 10, config_.segmentBytes >> 10);
   waker_ = std::make_unique<Waker>(*events_);
   std::vector<PartnerLink> partners;
   for (const auto& p : partners_) partners.push_back(PartnerLink{p->peerRank(), p.get(), false});

@@ -146,6 +146,7 @@ class Communicator {
   std::unique_ptr<Transport> transport_;
   std::vector<Fd> bootstrap_;         // the rendezvous connections (stall monitor)
   bool largeFrames_ = false;          // every link of the job prefers large frames (bootstrap.h)
+  bool fragmentFrames_ = false;       // every link of the job prefers one-fragment frames
   Config::Span span_ = Config::Span::kHosts;  // where the ranks are (bootstrap.h, Ring::oneHost)
   std::unique_ptr<Link> left_;
   std::unique_ptr<Link> right_;

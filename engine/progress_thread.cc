@@ -190,16 +190,20 @@ ScheduleParams Communicator::scheduleFor(Collective kind, rr_dtype_t dtype, size
   // saves (bench/RESULTS.md, "Small buckets": 64 KiB on loopback n = 2 took 45 us with 4 KiB
   // segments, 25 us with 64 KiB; emulated 1 Gbit/s hosts were link-bound either way). Where
   // every link of the job costs a round trip per frame (UCX's pull), at least 128 KiB
-  // (bench/RESULTS.md, "Pulls from 64 KiB").
+  // (bench/RESULTS.md, "Pulls from 64 KiB"). Where every link copies frames through
+  // fragments of its own (UCX's tcp), a ring pass cuts at most one fragment's worth
+  // (Link::kFragmentFrameBytes); halving-doubling keeps its segments, which at n = 4 lost
+  // to the smaller ones (bench/RESULTS.md, "UCX's tcp: one fragment per segment").
   const bool blocks = kind == Collective::kAllGather || kind == Collective::kReduceScatter;
   const size_t blockBytes = blocks ? count * es : (count * es + n - 1) / n;
   const size_t wanted = kind == Collective::kBroadcast
                             ? count * es / 8
                             : (blockBytes + ProgressEngine::kDepth - 1) / ProgressEngine::kDepth;
   const size_t minSegment = largeFrames_ ? kLargeFrameSegmentBytes : size_t{64} << 10;
-  const size_t segBytes = std::clamp<size_t>((wanted + 4095) / 4096 * 4096,
-                                             std::min(minSegment, engine_->segmentBytes()),
-                                             engine_->segmentBytes());
+  const size_t maxSegment =
+      fragmentFrames_ && params.algo == Algorithm::kRing ? std::min(Link::kFragmentFrameBytes, engine_->segmentBytes()) : engine_->segmentBytes();
+  const size_t segBytes =
+      std::clamp<size_t>((wanted + 4095) / 4096 * 4096, std::min(minSegment, maxSegment), maxSegment);
   params.segElems = std::max<size_t>(1, segBytes / es);
   return params;
 }

@@ -154,9 +154,24 @@ fi
 # Over UCX's tcp the transport picks both tcp segment sizes, or neither: a user who sets one
 # gets UCX's default for the other (before, the transport's 1 MiB beside a user's 2 MiB broke
 # UCX's rule and init failed), and a pair UCX refuses is named with the UCX_* variables.
+# With the transport's own sizes (256 KiB fragments) every link says so and ring passes cut
+# segments that fit one fragment (224 KiB); a user's size, on any one rank, turns that off
+# for the whole job, which must still cut every bucket alike (the frames' lengths match).
 if [ "${RR_TRANSPORT:-}" = ucx ] && [ "${UCX_TLS:-}" = tcp ]; then
-  out=$(UCX_TCP_RX_SEG_SIZE=32K t "$rr" bench -N 2 -b 1M -e 1M -n 2 -w 1 2>&1)
+  frag="ring passes cut segments of at most 224 KiB"
+  out=$(RR_LOG_LEVEL=info t "$rr" bench -N 2 -b 1M -e 4M -f 4 -n 3 -w 1 2>&1)
+  [ "$(grep -c "$frag" <<<"$out")" = 2 ] || { echo "$out"; echo "one-fragment segments not on both ranks"; exit 1; }
+  grep -q "# Out of bounds values : 0 OK" <<<"$out" || { echo "$out"; exit 1; }
+  out=$(UCX_TCP_RX_SEG_SIZE=32K RR_LOG_LEVEL=info t "$rr" bench -N 2 -b 1M -e 1M -n 2 -w 1 2>&1)
   grep -q "# Out of bounds values : 0 OK" <<<"$out" || { echo "$out"; echo "UCX_TCP_RX_SEG_SIZE alone"; exit 1; }
+  ! grep -q "$frag" <<<"$out" || { echo "$out"; echo "one-fragment segments with the user's sizes"; exit 1; }
+  for a in ring hd; do
+    out=$(RR_ALGO=$a RR_LOG_LEVEL=info t "$rr" run -n 4 -- sh -c \
+      'if [ "$RR_RANK" = 3 ]; then export UCX_TCP_TX_SEG_SIZE=256K UCX_TCP_RX_SEG_SIZE=1M; fi; exec "$0" bench -b 1M -e 4M -f 2 -n 2 -w 1' "$rr" 2>&1) ||
+      { echo "$out"; echo "rank 3 with its own tcp sizes, RR_ALGO=$a: the job failed"; exit 1; }
+    ! grep -q "$frag" <<<"$out" || { echo "$out"; echo "one-fragment segments beside a rank without"; exit 1; }
+    grep -q "# Out of bounds values : 0 OK" <<<"$out" || { echo "$out"; echo "mixed tcp sizes, RR_ALGO=$a"; exit 1; }
+  done
   out=$(UCX_TCP_TX_SEG_SIZE=2M t "$rr" bench -N 2 -b 1M -e 1M -n 2 -w 1 2>&1) && { echo "TX 2M over RX 64K accepted"; exit 1; }
   grep -q "ucp_worker_create failed: Invalid parameter (UCX's reason in its log line above; the UCX_\* variables: .*UCX_TCP_TX_SEG_SIZE=2M" <<<"$out" ||
     { echo "$out"; echo "a refused UCX setting not named"; exit 1; }

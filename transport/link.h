@@ -67,6 +67,14 @@ class Link {
   // Both ends of a link answer alike; the engine cuts larger segments only when every link
   // of the job says so (bootstrap.cc), since every rank must cut a bucket alike.
   virtual bool prefersLargeFrames() const { return false; }
+
+  // Whether this link moves a frame through buffers of the transport's own, so that a frame
+  // larger than one of them is cut and copied in pieces (UCX's tcp: 256 KiB fragments), and
+  // segments that fit one (kFragmentFrameBytes) move a bucket faster. Agreed on as
+  // prefersLargeFrames is.
+  virtual bool prefersFragmentFrames() const { return false; }
+  // The largest segment such a link takes in one fragment of 256 KiB, headers included.
+  static constexpr size_t kFragmentFrameBytes = size_t{224} << 10;
 };
 
 }  // namespace rr

@@ -80,6 +80,11 @@ class UcxWorker final : public EventTarget, public SleepGuard {
   // (UCX found that the kernel allows it), and UCX's own rendezvous not asked for
   // (UCX_RNDV_THRESH unset).
   bool pullCapable() const { return pullCapable_; }
+  // Whether UCX may use only tcp (and self) and with the transport's own fragment sizes
+  // (UCX_TCP_TX_SEG_SIZE 256 KiB, set in init unless the user set either size): a message
+  // that fits one fragment costs one copy into a tx buffer and one send, a larger one is
+  // cut by UCX (Link::prefersFragmentFrames).
+  bool fragmentFrames() const { return fragmentFrames_; }
   // Registers the event fd in `events` (once); the worker is armed before each sleep.
   void attach(EventSet& events);
   // Drives UCP until it has nothing more to do now; true if anything happened (then every
@@ -109,6 +114,8 @@ class UcxWorker final : public EventTarget, public SleepGuard {
   EventSet* events_ = nullptr;
   bool peerHandling_ = true;
   bool pullCapable_ = false;
+  bool tcpSegmentsOurs_ = false;
+  bool fragmentFrames_ = false;
   std::chrono::steady_clock::time_point lastActivity_{};
   std::string transports_;
   std::vector<UcxLink*> links_;
@@ -151,6 +158,7 @@ class UcxLink final : public Link {
   bool peerFailureHandling() const { return peerMode_; }
   bool pullSends() const { return pull_; }
   bool prefersLargeFrames() const override { return pull_; }
+  bool prefersFragmentFrames() const override { return worker_->fragmentFrames(); }
   // Every send still outstanding is a pulled one waiting for the peer to read it.
   bool sendsOnlyAwaitPulls() const;
   // Takes in what arrived on the control plane: answers a peer's farewell, notes the answer
