@@ -13,7 +13,9 @@
 // links' traits (u32; bit 0, kTraitLargeFrames: every link of the rank prefers large
 // frames; bit 1, kTraitOneHost: every peer the rank connected to published the same IP as
 // the rank itself; bit 2, kTraitFragmentFrames: every link of the rank prefers frames that
-// fit one of its transport's fragments, Link::prefersFragmentFrames); rank 0 answers every rank with the first failure, or with success and
+// fit one of its transport's fragments, Link::prefersFragmentFrames; a build from before
+// bit 2 never sets it, so the AND is clear wherever one takes part and every rank still cuts
+// alike: the protocol version stayed); rank 0 answers every rank with the first failure, or with success and
 // the traits every rank has (the AND of all, rank 0's own included) (bootstrap.cc); then
 // the connection carries the stall monitor's reports (stall_monitor.h).
 #pragma once
