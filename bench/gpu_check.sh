@@ -362,6 +362,7 @@ RR_PHASES=1 step program-phases-device-n2 40 "$rr" bench -N 2 -b 64K -e 4M -f 64
 grep -E '^ +(65536|4194304) \|' "$steps/program-phases-device-n2.txt" | sed "s/^/   phases device, one kernel per collective: /" >>"$out/summary.txt"
 RR_TRANSPORT=ucx UCX_TLS=self,sm step program-ucx-collectives-n2 90 "$rr" run -n 2 -- "${path[collectives_check]}" --device
 grep -E 'checks passed|FAILED' "$steps/program-ucx-collectives-n2.txt" | head -2 | sed 's/^/   /' >>"$out/summary.txt"
+# compute-sanitizer, for the program's memcheck here and the memcheck steps at the end.
 cs=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
 if [ -x "$cs" ]; then
   step program-memcheck-collectives-n2 150 "$rr" run -n 2 -- "$cs" --tool memcheck --error-exitcode 9 \
@@ -392,8 +393,7 @@ fi
 # all-reduce with device work (the caller's stream, held until the collective ended, held
 # back the library's kernels, with CUDA_MODULE_LOADING=EAGER as well); queued at the call,
 # they should not.
-if command -v compute-sanitizer >/dev/null || [ -x /usr/local/cuda/bin/compute-sanitizer ]; then
-  cs=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+if [ -x "$cs" ]; then
   step memcheck-kernels 120 "$cs" --tool memcheck --error-exitcode 9 "${path[gpu_kernels]}"
   grep -E 'ERROR SUMMARY' "$steps/memcheck-kernels.txt" | head -1 | sed 's/^/   /' >>"$out/summary.txt"
   step memcheck-collectives-n2 150 "$rr" run -n 2 -- "$cs" --tool memcheck --error-exitcode 9 \
