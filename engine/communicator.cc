@@ -147,8 +147,9 @@ void Communicator::connect() {
     log_->info("every link of the job reads its peers' frames: segments of {} KiB and more",
                kLargeFrameSegmentBytes >> 10);
   if (fragmentFrames_ && config_.segmentBytes > Link::kFragmentFrameBytes)
-    log_->info("every link of the job copies frames through 256 KiB fragments: ring passes cut segments of at most {} KiB "
-               "(RR_SEGMENT_BYTES {} KiB)", Link::kFragmentFrameBytes >> 10, config_.segmentBytes >> 10);
+    log_->info("every link of the job copies frames through 256 KiB fragments: "
+               "ring passes cut segments of at most {} KiB (RR_SEGMENT_BYTES {} KiB)",
+               Link::kFragmentFrameBytes >> 10, config_.segmentBytes >> 10);
   waker_ = std::make_unique<Waker>(*events_);
   std::vector<PartnerLink> partners;
   for (const auto& p : partners_) partners.push_back(PartnerLink{p->peerRank(), p.get(), false});

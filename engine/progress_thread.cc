@@ -200,8 +200,9 @@ ScheduleParams Communicator::scheduleFor(Collective kind, rr_dtype_t dtype, size
                             ? count * es / 8
                             : (blockBytes + ProgressEngine::kDepth - 1) / ProgressEngine::kDepth;
   const size_t minSegment = largeFrames_ ? kLargeFrameSegmentBytes : size_t{64} << 10;
+  const bool oneFragment = fragmentFrames_ && params.algo == Algorithm::kRing;
   const size_t maxSegment =
-      fragmentFrames_ && params.algo == Algorithm::kRing ? std::min(Link::kFragmentFrameBytes, engine_->segmentBytes()) : engine_->segmentBytes();
+      oneFragment ? std::min(Link::kFragmentFrameBytes, engine_->segmentBytes()) : engine_->segmentBytes();
   const size_t segBytes =
       std::clamp<size_t>((wanted + 4095) / 4096 * 4096, std::min(minSegment, maxSegment), maxSegment);
   params.segElems = std::max<size_t>(1, segBytes / es);

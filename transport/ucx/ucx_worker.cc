@@ -123,19 +123,19 @@ void UcxWorker::init(bool eagerOnly, bool tcp, bool tcpOnly) {
   // has these two), and warns when none has it: set only where UCX uses tcp. Both or
   // neither: a user's 2M for one beside our 1M for the other would break UCX's own rule
   // (RX at least TX), so a user who sets one gets UCX's default for the other, as without us.
-  tcpSegmentsOurs_ = tcp && std::getenv("UCX_TCP_TX_SEG_SIZE") == nullptr && std::getenv("UCX_TCP_RX_SEG_SIZE") == nullptr;
+  tcpSegmentsOurs_ =
+      tcp && std::getenv("UCX_TCP_TX_SEG_SIZE") == nullptr && std::getenv("UCX_TCP_RX_SEG_SIZE") == nullptr;
   if (tcpSegmentsOurs_) {
     ucp_config_modify(config, "TX_SEG_SIZE", "256K");
     ucp_config_modify(config, "RX_SEG_SIZE", "1M");
   }
   // UCX's tcp sockets keep the kernel's autotuned buffers unless told (UCX_TCP_SNDBUF and
-  // UCX_TCP_RCVBUF "auto"); the backend's two sockets per link double what it has in
-  // flight, UCX's one endpoint does not. 4 MiB each where the kernel allows that much
-  // (net.core.wmem_max / rmem_max; on a kernel that allows less, a fixed buffer would be
-  // smaller than autotuning's, so it is left): n = 2 on loopback with 224 KiB segments
-  // (fragmentFrames), busbw at 1 / 4 / 16 / 64 MiB 0.64 / 0.73 / 0.84 / 0.90 of the backend
-  // without, 0.75 / 0.90 / 0.99 / 0.94 with (bench/RESULTS.md, "UCX's tcp: one fragment per
-  // segment").
+  // UCX_TCP_RCVBUF "auto"). 4 MiB each where the kernel allows that much (net.core.wmem_max
+  // / rmem_max; on a kernel that allows less, a fixed buffer would be smaller than
+  // autotuning's, so it is left): n = 2 on loopback with 224 KiB segments (fragmentFrames),
+  // busbw at 1 / 4 / 16 / 64 MiB 0.64 / 0.73 / 0.84 / 0.90 of the backend without, 0.75 /
+  // 0.90 / 0.99 / 0.94 with (four rounds; with 1 MiB segments they changed nothing beyond
+  // the noise; bench/RESULTS.md, "UCX's tcp: one fragment per segment").
   constexpr size_t kTcpBuffer = size_t{4} << 20;
   if (tcp && std::getenv("UCX_TCP_SNDBUF") == nullptr && coreSysctl("wmem_max") >= kTcpBuffer)
     ucp_config_modify(config, "SNDBUF", "4M");
