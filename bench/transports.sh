@@ -36,11 +36,17 @@ ours() {  # ours NAME N RINGREDUCE ENV...: "bytes time busbw" lines
       awk '/^ +[0-9]/ {print $1, $6, $8, ($9 == 0 ? "" : "WRONG")}' >>"$dir/$name.n=$n"
   done
 }
+# Open MPI allocates a temporary buffer the size of the message in each all-reduce; from 32
+# MiB glibc maps it afresh every call (its mmap threshold stops growing there), and page
+# faults are dear on this guest: 64 MiB at n = 2 took 204-218 ms (0.31 GB/s), 23 ms with the
+# heap kept (bench/RESULTS.md, "UCX's tcp: one fragment per segment"). So its ranks keep
+# their heap, as a long-running trainer's allocator would.
 mpi() {  # mpi NAME N BTL
   : >"$dir/$1.n=$2"
   for sweep in "4096 262144 200 20" "1048576 4194304 100 10" "16777216 268435456 10 2"; do
     read -r lo hi iters warm <<<"$sweep"
-    mpirun --allow-run-as-root --oversubscribe -n "$2" --mca btl "$3" --mca btl_tcp_if_include lo \
+    mpirun --allow-run-as-root --oversubscribe -n "$2" -x MALLOC_MMAP_THRESHOLD_=1073741824 \
+      -x MALLOC_TRIM_THRESHOLD_=4294967296 --mca btl "$3" --mca btl_tcp_if_include lo \
       --mca pml ob1 "$out/mpi_allreduce" "$lo" "$hi" "$iters" "$warm" >>"$dir/$1.n=$2" 2>>"$dir/$1.n=$2.err"
   done
 }

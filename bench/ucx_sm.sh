@@ -6,7 +6,8 @@
 #   pull     RR_TRANSPORT=ucx UCX_TLS=sm: frames of 256 KiB and more read by the receiver
 #   eager    UCX_TLS=posix,sysv,self: no cma, so no pull (every frame through UCX's queues)
 #   rndv     UCX_TLS=sm UCX_RNDV_THRESH=256K: UCX's own rendezvous (aborts on a dead peer)
-#   vader    mpirun --mca btl self,vader MPI_Allreduce (bench/mpi_allreduce.c)
+#   vader    mpirun --mca btl self,vader MPI_Allreduce (bench/mpi_allreduce.c), its heap kept
+#            (MALLOC_MMAP_THRESHOLD_: bench/transports.sh says why)
 #   before   with BEFORE=OTHER_BUILD_DIR: pull's settings on that build (a before/after table)
 # Usage: [BEFORE=DIR] bash bench/ucx_sm.sh BUILD_DIR [ROUNDS] [MIN] [MAX] [ITERS]   (needs Open MPI)
 set -uo pipefail
@@ -31,7 +32,8 @@ for ((k = 1; k <= rounds; ++k)); do
         pull) RR_TRANSPORT=ucx UCX_TLS=sm "$rr" bench -N $n -b $min -e $max -f 4 -n $iters -w 2 -c 0 ;;
         eager) RR_TRANSPORT=ucx UCX_TLS=posix,sysv,self "$rr" bench -N $n -b $min -e $max -f 4 -n $iters -w 2 -c 0 ;;
         rndv) RR_TRANSPORT=ucx UCX_TLS=sm UCX_RNDV_THRESH=256K "$rr" bench -N $n -b $min -e $max -f 4 -n $iters -w 2 -c 0 ;;
-        vader) mpirun --allow-run-as-root --oversubscribe -n $n --mca btl self,vader --mca pml ob1 "$out/mpi_allreduce" \
+        vader) mpirun --allow-run-as-root --oversubscribe -n $n -x MALLOC_MMAP_THRESHOLD_=1073741824 \
+                 -x MALLOC_TRIM_THRESHOLD_=4294967296 --mca btl self,vader --mca pml ob1 "$out/mpi_allreduce" \
                  $(numfmt --from=iec $min) $(numfmt --from=iec $max) $iters 2 |
                  awk '$1 ~ /^[0-9]+$/ {printf "  %d x x x x %s\n", $1, $2}' ;;
       esac 2>/dev/null | awk -v t=$t -v n=$n '/^ +[0-9]/ {print n, t, $1, $6}'
