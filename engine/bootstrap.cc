@@ -27,11 +27,13 @@ JobIdentity jobOf(const Config& c) { return JobIdentity{c.jobId, c.secret}; }
 // dialled by one of its two ranks, to the endpoint the other published, so the AND over
 // every rank of "each peer I dialled published my IP" holds only if all ranks did.
 uint32_t linkTraits(const RingLinks& links, const Endpoint& self, const RingPeers& peers) {
-  bool large = links.left && links.right && links.left->prefersLargeFrames() && links.right->prefersLargeFrames();
-  for (const auto& p : links.partners) large = large && p->prefersLargeFrames();
-  bool fragments = links.left && links.right && links.left->prefersFragmentFrames() &&
-                   links.right->prefersFragmentFrames();
-  for (const auto& p : links.partners) fragments = fragments && p->prefersFragmentFrames();
+  auto everyLink = [&links](bool (Link::*says)() const) {
+    bool all = links.left && links.right && ((*links.left).*says)() && ((*links.right).*says)();
+    for (const auto& p : links.partners) all = all && ((*p).*says)();
+    return all;
+  };
+  const bool large = everyLink(&Link::prefersLargeFrames);
+  const bool fragments = everyLink(&Link::prefersFragmentFrames);
   bool oneHost = peers.right.ip == self.ip;
   for (const auto& [rank, e] : peers.connect) oneHost = oneHost && e.ip == self.ip;
   return (large ? kTraitLargeFrames : 0) | (oneHost ? kTraitOneHost : 0) | (fragments ? kTraitFragmentFrames : 0);
