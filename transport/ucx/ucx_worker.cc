@@ -232,7 +232,17 @@ bool UcxWorker::readyToSleep() {
       }
   }
   const ucs_status_t st = ucp_worker_arm(worker_);
-  if (st == UCS_ERR_BUSY) return false;  // events came in meanwhile: look again first
+  // Events came in meanwhile (arming drained their signals): look again first, but yield
+  // the core before. Without the yield a rank whose peer shares its core went round
+  // progress-arm-busy until the kernel's time slice ended (runs of 4 ms seen with `perf
+  // sched`), and that peer was the one it waited for: four ranks on two cores over UCX's
+  // shared memory, 4 KiB: 192 us per all-reduce in a 20-warm-up sweep, 79 with the yield
+  // (vader 73); two ranks on cores of their own the same (bench/RESULTS.md, "A yield where
+  // UCX's arm says busy").
+  if (st == UCS_ERR_BUSY) {
+    std::this_thread::yield();
+    return false;
+  }
   check(st, "ucp_worker_arm");
   return true;
 }
