@@ -407,7 +407,7 @@ bool UcxLink::sendAbort(int originRank, rr_result_t code, uint64_t seq,
   try {
     if (peerStatus_ != UCS_OK) return false;
     const std::string text = reason.substr(0, kMaxAbortText);
-    std::string frame(16 + text.size(), '\0');
+    std::string& frame = abortFrames_.emplace_back(16 + text.size(), '\0');
     auto* p = reinterpret_cast<uint8_t*>(frame.data());
     wire::put32(p, static_cast<uint32_t>(originRank));
     wire::put32(p + 4, static_cast<uint32_t>(code));
@@ -423,8 +423,14 @@ bool UcxLink::sendAbort(int originRank, rr_result_t code, uint64_t seq,
     while ((st = ucp_request_check_status(r)) == UCS_INPROGRESS &&
            std::chrono::steady_clock::now() < until)
       if (ucp_worker_progress(worker_->worker()) == 0) std::this_thread::yield();
-    if (st == UCS_INPROGRESS) ucp_request_cancel(worker_->worker(), r);
-    finishRequest(worker_->worker(), r, 100);
+    // Still queued (the peer's shared-memory FIFO full while it is busy elsewhere): UCX
+    // cannot cancel a send, and would copy the frame out later, so the request stays with
+    // the control plane's and the frame with the link until the endpoint is closed.
+    if (st == UCS_INPROGRESS) {
+      controlRequests_.push_back(r);
+      return false;
+    }
+    ucp_request_free(r);
     return st == UCS_OK;
   } catch (...) {
     return false;

@@ -48,6 +48,7 @@
 
 #include <array>
 #include <chrono>
+#include <deque>
 #include <memory>
 #include <optional>
 #include <string>
@@ -85,10 +86,6 @@ class UcxWorker final : public EventTarget, public SleepGuard {
   // that fits one fragment costs one copy into a tx buffer and one send, a larger one is
   // cut by UCX (Link::prefersFragmentFrames).
   bool fragmentFrames() const { return fragmentFrames_; }
-  // The elements of UCX's shared-memory FIFO where this transport chose them (kSharedFifo:
-  // UCX uses posix or sysv and no UCX_*_FIFO_SIZE is set), else 0.
-  int sharedFifo() const { return sharedFifo_; }
-  static constexpr int kSharedFifo = 16;
   // Registers the event fd in `events` (once); the worker is armed before each sleep.
   void attach(EventSet& events);
   // Drives UCP until it has nothing more to do now; true if anything happened (then every
@@ -111,14 +108,7 @@ class UcxWorker final : public EventTarget, public SleepGuard {
   void removeLink(const UcxLink* link);
 
  private:
-  // What the first context found UCX may use, which the second is configured for.
-  struct Uses {
-    bool eagerOnly = false;     // shared memory only: no UCX rendezvous
-    bool tcp = false;           // tcp is among the transports
-    bool tcpOnly = false;       // tcp is the one network transport
-    bool sharedMemory = false;  // posix or sysv is among them
-  };
-  void init(const Uses& uses);
+  void init(bool eagerOnly, bool tcp, bool tcpOnly);
 
   ucp_context_h context_ = nullptr;
   ucp_worker_h worker_ = nullptr;
@@ -127,7 +117,6 @@ class UcxWorker final : public EventTarget, public SleepGuard {
   bool pullCapable_ = false;
   bool tcpSegmentsOurs_ = false;
   bool fragmentFrames_ = false;
-  int sharedFifo_ = 0;
   std::chrono::steady_clock::time_point lastActivity_{};
   std::string transports_;
   std::vector<UcxLink*> links_;
@@ -229,7 +218,11 @@ class UcxLink final : public Link {
   std::unique_ptr<uint8_t[]> abortBuf_;
   void* abortRequest_ = nullptr;
   std::optional<Error> abortFrame_;     // arrived, not yet reported
-  std::vector<void*> controlRequests_;  // farewells and their answers still going out
+  std::vector<void*> controlRequests_;  // farewells, their answers and aborts still going out
+  // The abort frames this link sent: UCX reads a frame until its send completes, which a
+  // peer that does not take in its queue can put off past sendAbort's wait; freed with the
+  // link, after its endpoint is closed (a deque keeps each frame where it is).
+  std::deque<std::string> abortFrames_;
   bool farewellAnswered_ = false;
   int peerPid_ = 0;
   bool pull_ = false;          // large data frames go as descriptors
