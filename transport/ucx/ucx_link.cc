@@ -423,7 +423,7 @@ bool UcxLink::sendAbort(int originRank, rr_result_t code, uint64_t seq,
     while ((st = ucp_request_check_status(r)) == UCS_INPROGRESS &&
            std::chrono::steady_clock::now() < until)
       if (ucp_worker_progress(worker_->worker()) == 0) std::this_thread::yield();
-    // Still queued (the peer's shared-memory FIFO full while it is busy elsewhere): UCX
+    // Still queued (the peer's queue full while it is busy elsewhere or stopped): UCX
     // cannot cancel a send, and would copy the frame out later, so the request stays with
     // the control plane's and the frame with the link until the endpoint is closed.
     if (st == UCS_INPROGRESS) {

@@ -212,8 +212,8 @@ bool UcxWorker::readyToSleep() {
   // progress-arm-busy until the kernel's time slice ended (runs of 4 ms seen with `perf
   // sched`), and that peer was the one it waited for: four ranks on two cores over UCX's
   // shared memory, 4 KiB: 192 us per all-reduce in a 20-warm-up sweep, 79 with the yield
-  // (vader 73); two ranks on cores of their own the same (bench/RESULTS.md, "A yield where
-  // UCX's arm says busy").
+  // (vader 73; both builds with UCX_MM_FIFO_SIZE=16); two ranks on cores of their own the
+  // same (bench/RESULTS.md, "A yield where UCX's arm says busy").
   if (st == UCS_ERR_BUSY) {
     std::this_thread::yield();
     return false;
