@@ -162,8 +162,8 @@ void Communicator::connect() {
                                             config_.stallWarnS, *log_);
   // At a timeout, rank 0 names who holds the job up; the wait for its answer is bounded.
   const auto askFor = std::chrono::milliseconds(std::clamp(config_.timeoutMs / 2, 100, 1000));
-  engine_->setExplain([this, askFor](const StallState&) {
-    return monitor_->explain(queue_.lastSubmitted(), stallState(), askFor);
+  engine_->setExplain([this, askFor](const StallState&, const std::function<void()>& meanwhile) {
+    return monitor_->explain(queue_.lastSubmitted(), stallState(), askFor, meanwhile);
   });
   fusion_ = std::make_unique<FusionBuffer>(config_.fusionBytes);
 }

@@ -462,7 +462,17 @@ void ProgressEngine::timeout(const std::string& what, bool waitingForLeft, size_
   // Rank 0's view of who holds the job up leads the message when it has one. Without one
   // (rank 0 gone or frozen), a neighbour's abort that comes within a short grace carries the
   // first failure, with the cause its rank saw: every rank then reports the same one.
-  std::string cause = explain_ ? explain_(stall_) : "";
+  // Rank 0 may be failing too, and answer only when it is done: the links are watched
+  // meanwhile, and a neighbour's abort ends the wait (it carries the first failure).
+  const auto watch = [&] {
+    try {
+      progressLinks(stall_.seq);
+    } catch (const Error& e) {
+      if (e.origin() >= 0) throw;  // a neighbour gone: rank 0's answer is still worth waiting for
+    }
+    if (pendingAbort_) throw *pendingAbort_;
+  };
+  std::string cause = explain_ ? explain_(stall_, watch) : "";
   const auto grace = Clock::now() + std::chrono::milliseconds(cause.empty() ? std::clamp(timeoutMs_ / 4, 10, 500) : 0);
   do {
     try {

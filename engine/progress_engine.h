@@ -70,7 +70,10 @@ class ProgressEngine {
   // Kind and bytes are the caller's to fill in.
   const StallState& stall() const { return stall_; }
   // At a timeout, asks for the cause (StallMonitor::explain); its answer leads the message.
-  void setExplain(std::function<std::string(const StallState&)> explain) { explain_ = std::move(explain); }
+  // The second argument is to be called while the answer is awaited: it watches the links
+  // and throws a neighbour's abort, which then comes without the wait.
+  using Explain = std::function<std::string(const StallState&, const std::function<void()>&)>;
+  void setExplain(Explain explain) { explain_ = std::move(explain); }
   // Tests (RR_TEST_PAUSE_AFTER_SENDS_MS): in the first pass that gets there, with every send
   // posted and not all of them done, this rank stops `ms` (its neighbours move on meanwhile).
   void setTestPause(int ms) { testPauseMs_ = ms; }
@@ -205,7 +208,7 @@ class ProgressEngine {
   std::optional<Error> pendingAbort_;
   int testPauseMs_ = 0;  // tests: once, with every send of a pass posted, stop this long
   StallState stall_;
-  std::function<std::string(const StallState&)> explain_;
+  Explain explain_;
   uint8_t sentHeader_[GroupHeader::kBytes] = {};
   HeaderInbox leftInbox_;
   uint64_t doneSeq_ = 0;  // the last collective a pass of this rank completed

@@ -4,6 +4,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <optional>
 
@@ -246,13 +247,17 @@ void Communicator::poison(const Error& error, uint64_t seq) {
   // Forward the first failure to both neighbours and every partner (a received abort keeps
   // its origin). The sockets stay open so that the frame is read before the connection
   // ends; a link whose frame could not go out is closed so the peer sees the loss now, not
-  // at its timeout.
+  // at its timeout. Every frame is on its way before any wait, and the waits share one
+  // bound: a stopped peer whose queue is full costs the rank 100 ms, not 100 ms a link.
+  const auto since = std::chrono::steady_clock::now();
   const int origin = error.origin() >= 0 ? error.origin() : config_.rank;
   const uint64_t originSeq = error.origin() >= 0 ? error.seq() : seq;
+  for (Link* link : links()) link->startAbort(origin, error.code(), originSeq, error.reason());
   for (Link* link : links())
-    if (!link->sendAbort(origin, error.code(), originSeq, error.reason())) link->shutdown();
+    if (!link->finishAbort(since + std::chrono::milliseconds(100))) link->shutdown();
   // The failed collective's buffers go back to the caller next: no link may touch them.
-  for (Link* link : links()) link->quiesce();
+  for (Link* link : links()) link->beginQuiesce();
+  for (Link* link : links()) link->quiesce(since);
 }
 
 }  // namespace rr

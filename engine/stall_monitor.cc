@@ -183,7 +183,7 @@ std::string StallMonitor::cause(int from, uint64_t seq) {
 }
 
 std::string StallMonitor::explain(uint64_t lastSubmitted, const StallState& own,
-                                  std::chrono::milliseconds limit) {
+                                  std::chrono::milliseconds limit, const std::function<void()>& meanwhile) {
   if (size_ == 1 || bootstrap_ == nullptr || bootstrap_->empty()) return "";
   if (rank_ == 0) {
     readReports(lastSubmitted, own);
@@ -203,8 +203,9 @@ std::string StallMonitor::explain(uint64_t lastSubmitted, const StallState& own,
     }
     const int ms = static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(until - Clock::now()).count());
     if (ms <= 0) return "";
+    if (meanwhile) meanwhile();
     pollfd p{fd, POLLIN, 0};
-    if (::poll(&p, 1, ms) <= 0) continue;
+    if (::poll(&p, 1, meanwhile ? std::min(ms, 10) : ms) <= 0) continue;
     uint8_t chunk[512];
     const ssize_t got = ::recv(fd, chunk, sizeof chunk, MSG_DONTWAIT);
     if (got <= 0) return "";

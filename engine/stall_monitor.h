@@ -29,6 +29,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -65,8 +66,10 @@ class StallMonitor {
   // questions, warn about a long stall. Never blocks.
   void poll(uint64_t lastSubmitted, const StallState& own);
   // At a timeout in op `own.seq`: the cause as rank 0 sees it, or "" if it cannot tell.
-  // Ranks other than 0 ask and wait up to `limit` for the answer.
-  std::string explain(uint64_t lastSubmitted, const StallState& own, std::chrono::milliseconds limit);
+  // Ranks other than 0 ask and wait up to `limit` for the answer, calling `meanwhile`
+  // every 10 ms (it may throw: a neighbour's abort that comes first ends the wait).
+  std::string explain(uint64_t lastSubmitted, const StallState& own, std::chrono::milliseconds limit,
+                      const std::function<void()>& meanwhile = {});
 
  private:
   struct Status {

@@ -6,6 +6,7 @@
 // the receiver posted, and carries abort frames that name why a peer failed.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -48,13 +49,30 @@ class Link {
   // number `seq`, and why. Returns whether the frame went out whole.
   virtual bool sendAbort(int originRank, rr_result_t code, uint64_t seq,
                          const std::string& reason) noexcept = 0;
+  // sendAbort in two halves, for a rank that tells every peer at once: a peer that takes
+  // nothing in (stopped, its queue full) then costs the rank one wait, not one per link,
+  // and delays no other peer's frame. startAbort puts the frame on its way; finishAbort
+  // waits for it until `until` at most and says whether it went out whole. A transport
+  // whose sends wait in a queue of its own (UCX) waits in finishAbort; by default
+  // startAbort does all of sendAbort's work.
+  virtual void startAbort(int originRank, rr_result_t code, uint64_t seq, const std::string& reason) noexcept {
+    abortSent_ = sendAbort(originRank, code, seq, reason);
+  }
+  virtual bool finishAbort(std::chrono::steady_clock::time_point until) noexcept {
+    (void)until;
+    return abortSent_;
+  }
   // Close every socket; the peer sees the connection end.
   virtual void shutdown() noexcept = 0;
   // After a failure, before the failed collective's buffers go back to their owner: the
   // link stops touching the buffers of operations still posted (a transport that moves
   // bytes on its own, as UCX does, cancels them and waits, bounded, until they end). The
-  // link carries no data afterwards; sendAbort may still be called.
-  virtual void quiesce() noexcept {}
+  // link carries no data afterwards; sendAbort may still be called. In two halves, so
+  // that a rank failing on several links waits for them all at once: beginQuiesce tells
+  // the peer at once (UCX: that this rank reads no more of its frames); quiesce's bounds
+  // count from `since`, the same moment for every link of the rank.
+  virtual void beginQuiesce() noexcept {}
+  virtual void quiesce(std::chrono::steady_clock::time_point since) noexcept { (void)since; }
   // Before shutdown at destroy: bounded in time, until the peer has taken in everything
   // this link sent (a transport whose completed sends may still depend on this process,
   // as UCX's do, waits for the peer to say so). A kernel socket needs nothing.
@@ -75,6 +93,9 @@ class Link {
   virtual bool prefersFragmentFrames() const { return false; }
   // The largest segment such a link takes in one fragment of 256 KiB, headers included.
   static constexpr size_t kFragmentFrameBytes = size_t{224} << 10;
+
+ protected:
+  bool abortSent_ = false;  // the default startAbort's result, for finishAbort
 };
 
 }  // namespace rr

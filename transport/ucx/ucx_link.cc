@@ -43,11 +43,13 @@ constexpr int kPullQuiesceMs = 500;
 // How long a destroy waits for a live peer to take in what this rank sent.
 constexpr int kFarewellMs = 2000;
 
+using Clock = std::chrono::steady_clock;
+
 // Waits (progressing the worker) until a request from a teardown call completes, at most
-// `ms`; frees it. Teardown must not hang on a peer that is gone.
-void finishRequest(ucp_worker_h worker, void* request, int ms) noexcept {
+// until `until`; frees it (UCX releases a request freed unfinished when it ends). Teardown
+// must not hang on a peer that is gone.
+void finishRequest(ucp_worker_h worker, void* request, Clock::time_point until) noexcept {
   if (request == nullptr || UCS_PTR_IS_ERR(request)) return;
-  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
   while (ucp_request_check_status(request) == UCS_INPROGRESS &&
          std::chrono::steady_clock::now() < until) {
     if (ucp_worker_progress(worker) == 0) std::this_thread::yield();
@@ -107,15 +109,17 @@ UcxLink::~UcxLink() {
     for (Op& op : dir->ops)
       if (op.request != nullptr) ucp_request_cancel(w, op.request);
   if (abortRequest_ != nullptr) ucp_request_cancel(w, abortRequest_);
-  for (void* r : controlRequests_) ucp_request_cancel(w, r);
-  closeEndpoint();
+  // One bound for everything still going: each request's wait progresses them all.
+  const auto until = Clock::now() + std::chrono::milliseconds(500);
+  closeEndpoint(until);
   for (Direction* dir : {&send_, &recv_})
     for (Op& op : dir->ops) {
-      finishRequest(w, op.request, 200);
+      finishRequest(w, op.request, until);
       op.request = nullptr;
     }
-  finishRequest(w, abortRequest_, 200);
-  for (void* r : controlRequests_) finishRequest(w, r, 200);
+  finishRequest(w, abortRequest_, until);
+  finishRequest(w, abortSend_, until);
+  for (void* r : controlRequests_) finishRequest(w, r, until);
   events_.remove(sentinel_.fd.get());
   worker_->removeLink(this);
 }
@@ -404,8 +408,15 @@ void UcxLink::peerLost(const std::string& what) {
 
 bool UcxLink::sendAbort(int originRank, rr_result_t code, uint64_t seq,
                         const std::string& reason) noexcept {
+  startAbort(originRank, code, seq, reason);
+  return finishAbort(Clock::now() + std::chrono::milliseconds(100));
+}
+
+void UcxLink::startAbort(int originRank, rr_result_t code, uint64_t seq,
+                         const std::string& reason) noexcept {
+  abortStarted_ = false;
   try {
-    if (peerStatus_ != UCS_OK) return false;
+    if (peerStatus_ != UCS_OK || ep_ == nullptr) return;
     const std::string text = reason.substr(0, kMaxAbortText);
     std::string& frame = abortFrames_.emplace_back(16 + text.size(), '\0');
     auto* p = reinterpret_cast<uint8_t*>(frame.data());
@@ -416,47 +427,67 @@ bool UcxLink::sendAbort(int originRank, rr_result_t code, uint64_t seq,
     ucp_request_param_t param{};
     ucs_status_ptr_t r = ucp_tag_send_nbx(ep_, frame.data(), frame.size(),
                                           tag(sendKey_, true, FrameType::kAbort, kControlAbort), &param);
-    if (UCS_PTR_IS_ERR(r)) return false;
-    if (r == nullptr) return true;
-    const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(100);
-    ucs_status_t st;
-    while ((st = ucp_request_check_status(r)) == UCS_INPROGRESS &&
-           std::chrono::steady_clock::now() < until)
-      if (ucp_worker_progress(worker_->worker()) == 0) std::this_thread::yield();
-    // Still queued (the peer's queue full while it is busy elsewhere or stopped): UCX
-    // cannot cancel a send, and would copy the frame out later, so the request stays with
-    // the control plane's and the frame with the link until the endpoint is closed.
-    if (st == UCS_INPROGRESS) {
-      controlRequests_.push_back(r);
-      return false;
-    }
-    ucp_request_free(r);
-    return st == UCS_OK;
+    if (UCS_PTR_IS_ERR(r)) return;
+    abortSend_ = r;
+    abortStarted_ = true;
   } catch (...) {
-    return false;
   }
 }
 
-void UcxLink::closeEndpoint() noexcept {
-  if (ep_ == nullptr) return;
-  ucp_request_param_t param{};
-  param.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
-  param.flags = UCP_EP_CLOSE_FLAG_FORCE;
-  void* r = ucp_ep_close_nbx(ep_, &param);
-  ep_ = nullptr;
-  finishRequest(worker_->worker(), r, 500);
+bool UcxLink::finishAbort(Clock::time_point until) noexcept {
+  if (!abortStarted_) return false;
+  abortStarted_ = false;
+  void* r = std::exchange(abortSend_, nullptr);
+  if (r == nullptr) return true;
+  ucs_status_t st;
+  while ((st = ucp_request_check_status(r)) == UCS_INPROGRESS && Clock::now() < until)
+    if (ucp_worker_progress(worker_->worker()) == 0) std::this_thread::yield();
+  // Still queued (the peer's queue full while it is busy elsewhere or stopped): UCX
+  // cannot cancel a send, and would copy the frame out later, so the request stays with
+  // the control plane's and the frame with the link until the endpoint is closed.
+  if (st == UCS_INPROGRESS) {
+    controlRequests_.push_back(r);
+    return false;
+  }
+  ucp_request_free(r);
+  return st == UCS_OK;
 }
 
-void UcxLink::shutdown() noexcept { closeEndpoint(); }
+void UcxLink::closeEndpoint(Clock::time_point until) noexcept {
+  if (ep_ == nullptr) return;
+  // UCX 1.13 refuses a forced close ("Invalid parameter", the endpoint left open) where
+  // the endpoint has no peer failure handling: there it flushes what is queued first.
+  ucp_request_param_t param{};
+  if (peerMode_) {
+    param.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+    param.flags = UCP_EP_CLOSE_FLAG_FORCE;
+  }
+  void* r = ucp_ep_close_nbx(ep_, &param);
+  ep_ = nullptr;
+  if (r == nullptr || UCS_PTR_IS_ERR(r)) return;  // an endpoint UCX did not close goes with the worker
+  while (ucp_request_check_status(r) == UCS_INPROGRESS && Clock::now() < until)
+    if (ucp_worker_progress(worker_->worker()) == 0) std::this_thread::yield();
+  if (ucp_request_check_status(r) == UCS_INPROGRESS)
+    controlRequests_.push_back(r);  // a flush to a peer that takes nothing in
+  else
+    ucp_request_free(r);
+}
 
-void UcxLink::quiesce() noexcept {
-  ucp_worker_h w = worker_->worker();
+// The peer sees the loss through the sentinel; a close that waits for a peer taking
+// nothing in goes on without the caller.
+void UcxLink::shutdown() noexcept { closeEndpoint(Clock::now()); }
+
+void UcxLink::beginQuiesce() noexcept {
   // A peer may still read what this link announced: tell it this rank reads no more of
-  // its frames, and wait (bounded) until it has read or refused ours.
+  // its frames (quiesce waits, bounded, until it has read or refused ours).
   if (pull_) sendControl(kControlNoPulls);
-  const auto pullUntil = std::chrono::steady_clock::now() + std::chrono::milliseconds(kPullQuiesceMs);
+}
+
+void UcxLink::quiesce(Clock::time_point since) noexcept {
+  ucp_worker_h w = worker_->worker();
+  const auto pullUntil = since + std::chrono::milliseconds(kPullQuiesceMs);
   while (pullsAcked_ < pullsSent_ && !pullsRefused_ && peerStatus_ == UCS_OK && !sentinelGone() &&
-         std::chrono::steady_clock::now() < pullUntil) {
+         Clock::now() < pullUntil) {
     if (ucp_worker_progress(w) == 0) std::this_thread::yield();
     worker_->pollControls();
   }
@@ -478,18 +509,27 @@ void UcxLink::quiesce() noexcept {
   for (Op& op : recv_.ops)
     if (op.request != nullptr) ucp_request_cancel(w, op.request);
   // Sends end on their own (delivered, or failed by peer failure handling); what is left
-  // after a while ends when the endpoint is closed.
-  auto drain = [&](int ms) {
-    const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
-    while (pending() > 0 && std::chrono::steady_clock::now() < until)
+  // after a while ends when the endpoint is closed. The bounds count from `since`, the
+  // moment the rank failed, for every link alike (each wait progresses them all).
+  auto drain = [&](Clock::time_point until) {
+    while (pending() > 0 && Clock::now() < until)
       if (ucp_worker_progress(w) == 0) std::this_thread::yield();
   };
-  // With peer failure handling a send to a dead peer fails soon; without it (shared
-  // memory) it would wait for ever: close at once.
-  if (peerMode_) drain(200);
-  if (pending() > 0) {
-    closeEndpoint();
-    drain(500);
+  if (peerMode_) {
+    // With peer failure handling a send to a dead peer fails soon, and a forced close
+    // ends the rest (cancelled).
+    drain(pullUntil + std::chrono::milliseconds(200));
+    if (pending() > 0) {
+      closeEndpoint(Clock::now());
+      drain(pullUntil + std::chrono::milliseconds(700));
+    }
+  } else if (pending() > 0) {
+    // Without it (shared memory) a send waits for the peer to take it in, for ever if the
+    // peer is stopped, and no close cancels it: a peer that took nothing in while the
+    // pulls were waited for has until the same bound, then the close goes on without
+    // this rank (its sends stay queued with the endpoint; UCX frees them with the worker).
+    closeEndpoint(Clock::now());
+    drain(pullUntil);
   }
   send_.done = send_.posted;  // nothing is outstanding any more
   recv_.done = recv_.posted;

@@ -150,8 +150,11 @@ class UcxLink final : public Link {
   bool progress() override;
   bool sendAbort(int originRank, rr_result_t code, uint64_t seq,
                  const std::string& reason) noexcept override;
+  void startAbort(int originRank, rr_result_t code, uint64_t seq, const std::string& reason) noexcept override;
+  bool finishAbort(std::chrono::steady_clock::time_point until) noexcept override;
   void shutdown() noexcept override;
-  void quiesce() noexcept override;
+  void beginQuiesce() noexcept override;
+  void quiesce(std::chrono::steady_clock::time_point since) noexcept override;
   void farewell() noexcept override;
   int peerRank() const override { return peerRank_; }
   // The lanes UCX chose for this endpoint (ucp_ep_print_info), one line.
@@ -201,7 +204,10 @@ class UcxLink final : public Link {
   // Reads the frame a descriptor in `op.data` announces into `op.data`, then says so.
   void pull(Op& op);
   [[noreturn]] void peerLost(const std::string& what);
-  void closeEndpoint() noexcept;
+  // Closes the endpoint (forced with peer failure handling; without it, shared memory,
+  // UCX refuses a forced close and flushes what is queued); waits until `until` at most,
+  // then leaves a close still going to the control plane's requests.
+  void closeEndpoint(std::chrono::steady_clock::time_point until) noexcept;
 
   std::shared_ptr<UcxWorker> worker_;
   ucp_ep_h ep_ = nullptr;
@@ -218,7 +224,9 @@ class UcxLink final : public Link {
   std::unique_ptr<uint8_t[]> abortBuf_;
   void* abortRequest_ = nullptr;
   std::optional<Error> abortFrame_;     // arrived, not yet reported
-  std::vector<void*> controlRequests_;  // farewells, their answers and aborts still going out
+  std::vector<void*> controlRequests_;  // farewells, their answers, aborts and closes still going
+  void* abortSend_ = nullptr;           // startAbort's send, until finishAbort
+  bool abortStarted_ = false;           // startAbort put a frame on its way (or sent it)
   // The abort frames this link sent: UCX reads a frame until its send completes, which a
   // peer that does not take in its queue can put off past sendAbort's wait; freed with the
   // link, after its endpoint is closed (a deque keeps each frame where it is).
