@@ -135,6 +135,14 @@ if [ "${RR_TRANSPORT:-}" = ucx ] && [ "${UCX_TLS:-}" = sm ] && grep -q "transpor
   grep -q "read from the sender's memory" <<<"$out" || { echo "$out"; echo "no pull over UCX's shared memory"; exit 1; }
   [ "$(grep -c "$large" <<<"$out")" = 2 ] || { echo "$out"; echo "larger segments not on both ranks"; exit 1; }
   grep -q "# Out of bounds values : 0 OK" <<<"$out" || { echo "$out"; exit 1; }
+  # UCX's shared-memory FIFO is the transport's 16 elements unless the user sets a size;
+  # a name UCX does not take would be "invalid configuration" in its warnings.
+  fifo="UCX's shared-memory FIFO has 16 elements"
+  [ "$(grep -c "$fifo" <<<"$out")" = 2 ] || { echo "$out"; echo "FIFO size not on both ranks"; exit 1; }
+  ! grep -q "UCX  WARN" <<<"$out" || { echo "$out"; echo "UCX warned"; exit 1; }
+  out=$(UCX_MM_FIFO_SIZE=32 RR_LOG_LEVEL=info t "$rr" bench -N 2 -b 4K -e 64K -f 4 -n 3 -w 1 2>&1)
+  ! grep -q "$fifo\|UCX  WARN" <<<"$out" || { echo "$out"; echo "the user's UCX_MM_FIFO_SIZE overridden"; exit 1; }
+  grep -q "# Out of bounds values : 0 OK" <<<"$out" || { echo "$out"; exit 1; }
   out=$(UCX_TLS=posix,sysv,self RR_LOG_LEVEL=info t "$rr" bench -N 2 -b 1M -e 1M -n 2 -w 1 2>&1)
   ! grep -q "read from the sender's memory\|$large" <<<"$out" || { echo "$out"; echo "a pull without cma in UCX_TLS"; exit 1; }
   grep -q "# Out of bounds values : 0 OK" <<<"$out" || { echo "$out"; exit 1; }

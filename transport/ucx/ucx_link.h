@@ -86,6 +86,10 @@ class UcxWorker final : public EventTarget, public SleepGuard {
   // that fits one fragment costs one copy into a tx buffer and one send, a larger one is
   // cut by UCX (Link::prefersFragmentFrames).
   bool fragmentFrames() const { return fragmentFrames_; }
+  // The elements of UCX's shared-memory FIFO where this transport chose them (kSharedFifo:
+  // UCX uses posix or sysv and no UCX_*_FIFO_SIZE is set), else 0.
+  int sharedFifo() const { return sharedFifo_; }
+  static constexpr int kSharedFifo = 16;
   // Registers the event fd in `events` (once); the worker is armed before each sleep.
   void attach(EventSet& events);
   // Drives UCP until it has nothing more to do now; true if anything happened (then every
@@ -108,7 +112,14 @@ class UcxWorker final : public EventTarget, public SleepGuard {
   void removeLink(const UcxLink* link);
 
  private:
-  void init(bool eagerOnly, bool tcp, bool tcpOnly);
+  // What the first context found UCX may use, which the second is configured for.
+  struct Uses {
+    bool eagerOnly = false;     // shared memory only: no UCX rendezvous
+    bool tcp = false;           // tcp is among the transports
+    bool tcpOnly = false;       // tcp is the one network transport
+    bool sharedMemory = false;  // posix or sysv is among them
+  };
+  void init(const Uses& uses);
 
   ucp_context_h context_ = nullptr;
   ucp_worker_h worker_ = nullptr;
@@ -117,6 +128,7 @@ class UcxWorker final : public EventTarget, public SleepGuard {
   bool pullCapable_ = false;
   bool tcpSegmentsOurs_ = false;
   bool fragmentFrames_ = false;
+  int sharedFifo_ = 0;
   std::chrono::steady_clock::time_point lastActivity_{};
   std::string transports_;
   std::vector<UcxLink*> links_;

@@ -240,6 +240,8 @@ RingLinks UcxTransport::connectRing(const RingPeers& peers, EventSet& events, De
             made[0]->pullSends() ? fmt::format("; data frames of {} KiB and more are read from the sender's "
                                                "memory (one copy)", UcxLink::kPullMinBytes >> 10)
                                  : std::string());
+  if (worker_->sharedFifo() != 0)
+    log_.info("UCX's shared-memory FIFO has {} elements (UCX_MM_FIFO_SIZE sets it)", worker_->sharedFifo());
   RingLinks links;
   links.left = std::move(made[0]);
   links.right = std::move(made[1]);

@@ -32,6 +32,17 @@ std::string ucxVariables() {
   return out.empty() ? "none set" : out;
 }
 
+// Whether a UCX_* variable whose name ends in `suffix` is set (UCX_MM_FIFO_SIZE and
+// UCX_POSIX_FIFO_SIZE both end in "_FIFO_SIZE").
+bool ucxVariableEndingIn(std::string_view suffix) {
+  for (char** e = environ; *e != nullptr; ++e) {
+    const std::string_view v(*e);
+    const std::string_view name = v.substr(0, v.find('='));
+    if (name.starts_with("UCX_") && name.ends_with(suffix)) return true;
+  }
+  return false;
+}
+
 std::string contextInfo(ucp_context_h context) {
   return printed([&](FILE* f) { ucp_context_print_info(context, f); });
 }
@@ -77,30 +88,33 @@ constexpr const char* kSharedMemory = "self, sysv, posix, cma, xpmem, knem";
 }  // namespace
 
 UcxWorker::UcxWorker() {
-  init(false, false, false);
+  init(Uses{});
   transports_ = transportsOf(contextInfo(context_));
   const bool sharedOnly = onlyAmong(transports_, kSharedMemory);
-  const bool tcp = listHas(transports_, "tcp");
-  const bool tcpOnly = tcp && onlyAmong(transports_, fmt::format("tcp, {}", kSharedMemory));
   const bool ucxRendezvous = std::getenv("UCX_RNDV_THRESH") != nullptr;  // asked for by the user
-  if (sharedOnly || tcp) {  // started again, knowing what UCX will use
+  Uses uses;
+  uses.eagerOnly = sharedOnly && !ucxRendezvous;
+  uses.tcp = listHas(transports_, "tcp");
+  uses.tcpOnly = uses.tcp && onlyAmong(transports_, fmt::format("tcp, {}", kSharedMemory));
+  uses.sharedMemory = listHas(transports_, "posix") || listHas(transports_, "sysv");
+  if (sharedOnly || uses.tcp || uses.sharedMemory) {  // started again, knowing what UCX will use
     peerHandling_ = !sharedOnly;
     ucp_worker_destroy(worker_);
     ucp_cleanup(context_);
-    init(sharedOnly && !ucxRendezvous, tcp, tcpOnly);
+    init(uses);
   }
   pullCapable_ = sharedOnly && listHas(transports_, "cma") && !ucxRendezvous;
   fragmentFrames_ = tcpSegmentsOurs_ && onlyAmong(transports_, "tcp, self");
 }
 
-void UcxWorker::init(bool eagerOnly, bool tcp, bool tcpOnly) {
+void UcxWorker::init(const Uses& uses) {
   ucp_params_t params{};
   params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_NAME;
   params.features = UCP_FEATURE_TAG | UCP_FEATURE_WAKEUP;
   params.name = "ringreduce";
   ucp_config_t* config = nullptr;
   check(ucp_config_read(nullptr, nullptr, &config), "ucp_config_read (check the UCX_* variables)");
-  if (eagerOnly) ucp_config_modify(config, "RNDV_THRESH", "inf");
+  if (uses.eagerOnly) ucp_config_modify(config, "RNDV_THRESH", "inf");
   // UCX 1.13's tcp completes a zero-copy send twice when its peer dies while the bytes are
   // on their way, and its assertion aborts this process (uct_iface.h:884 "comp->count > 0",
   // status Endpoint timeout): the kill test over UCX's tcp (RR_ALGO=rd) lost a survivor so
@@ -109,7 +123,7 @@ void UcxWorker::init(bool eagerOnly, bool tcp, bool tcpOnly) {
   // (bench/RESULTS.md, "UCX's tcp without zero copy"). Only where tcp is the one network
   // transport (tcpOnly) and UCX_ZCOPY_THRESH is not set: rc and the other RDMA transports
   // keep their zero copy.
-  if (tcpOnly && std::getenv("UCX_ZCOPY_THRESH") == nullptr) ucp_config_modify(config, "ZCOPY_THRESH", "inf");
+  if (uses.tcpOnly && std::getenv("UCX_ZCOPY_THRESH") == nullptr) ucp_config_modify(config, "ZCOPY_THRESH", "inf");
   // UCX's keepalive (1.13) failed healthy tcp endpoints here with "Endpoint timeout" in
   // runs of 20 s; a peer that dies closes its sockets (seen at once), and one that hangs is
   // RR_TIMEOUT_MS's, named. UCX_KEEPALIVE_INTERVAL turns it back on.
@@ -124,7 +138,7 @@ void UcxWorker::init(bool eagerOnly, bool tcp, bool tcpOnly) {
   // neither: a user's 2M for one beside our 1M for the other would break UCX's own rule
   // (RX at least TX), so a user who sets one gets UCX's default for the other, as without us.
   tcpSegmentsOurs_ =
-      tcp && std::getenv("UCX_TCP_TX_SEG_SIZE") == nullptr && std::getenv("UCX_TCP_RX_SEG_SIZE") == nullptr;
+      uses.tcp && std::getenv("UCX_TCP_TX_SEG_SIZE") == nullptr && std::getenv("UCX_TCP_RX_SEG_SIZE") == nullptr;
   if (tcpSegmentsOurs_) {
     ucp_config_modify(config, "TX_SEG_SIZE", "256K");
     ucp_config_modify(config, "RX_SEG_SIZE", "1M");
@@ -137,10 +151,21 @@ void UcxWorker::init(bool eagerOnly, bool tcp, bool tcpOnly) {
   // 0.90 / 0.99 / 0.94 with (four rounds; with 1 MiB segments they changed nothing beyond
   // the noise; bench/RESULTS.md, "UCX's tcp: one fragment per segment").
   constexpr size_t kTcpBuffer = size_t{4} << 20;
-  if (tcp && std::getenv("UCX_TCP_SNDBUF") == nullptr && coreSysctl("wmem_max") >= kTcpBuffer)
+  if (uses.tcp && std::getenv("UCX_TCP_SNDBUF") == nullptr && coreSysctl("wmem_max") >= kTcpBuffer)
     ucp_config_modify(config, "SNDBUF", "4M");
-  if (tcp && std::getenv("UCX_TCP_RCVBUF") == nullptr && coreSysctl("rmem_max") >= kTcpBuffer)
+  if (uses.tcp && std::getenv("UCX_TCP_RCVBUF") == nullptr && coreSysctl("rmem_max") >= kTcpBuffer)
     ucp_config_modify(config, "RCVBUF", "4M");
+  // UCX's shared memory (posix, sysv) takes eager messages in through a FIFO of
+  // UCX_MM_FIFO_SIZE elements (64), each with its own 8 KiB receive buffer, used in turn: a
+  // process's first pass round it faults in every buffer's pages on both sides, and page
+  // faults are dear on this guest (15-25 us each). The first ~45 4 KiB all-reduces at n = 2
+  // took ~50 us where the rest take 2.8, which a sweep with 20 warm-ups carried into its 4
+  // and 16 KiB cells (6.9 / 7.7 us; 362 / 133 at n = 4). With 16 elements: 3.5 / 4.3 and 112
+  // / 99, sizes from 64 KiB the same within the noise (three rounds, bench/RESULTS.md,
+  // "UCX's shared-memory FIFO"). Frames from 64 KiB are pulled (ucx_link.h), so the FIFO only
+  // ever holds small ones. A user's UCX_MM_FIFO_SIZE (or any UCX_*_FIFO_SIZE) wins.
+  sharedFifo_ = uses.sharedMemory && !ucxVariableEndingIn("_FIFO_SIZE") ? kSharedFifo : 0;
+  if (sharedFifo_ != 0) ucp_config_modify(config, "MM_FIFO_SIZE", std::to_string(sharedFifo_).c_str());
   const ucs_status_t st = ucp_init(&params, config, &context_);
   ucp_config_release(config);
   check(st, "ucp_init (check UCX_TLS and UCX_NET_DEVICES)");
