@@ -486,6 +486,8 @@ void UcxLink::beginQuiesce() noexcept {
 void UcxLink::quiesce(Clock::time_point since) noexcept {
   ucp_worker_h w = worker_->worker();
   const auto pullUntil = since + std::chrono::milliseconds(kPullQuiesceMs);
+  // The sends' bounds below follow the pulls' where this link had pulls to wait for.
+  const auto sendsFrom = pullsAcked_ < pullsSent_ ? pullUntil : since;
   while (pullsAcked_ < pullsSent_ && !pullsRefused_ && peerStatus_ == UCS_OK && !sentinelGone() &&
          Clock::now() < pullUntil) {
     if (ucp_worker_progress(w) == 0) std::this_thread::yield();
@@ -518,15 +520,15 @@ void UcxLink::quiesce(Clock::time_point since) noexcept {
   if (peerMode_) {
     // With peer failure handling a send to a dead peer fails soon, and a forced close
     // ends the rest (cancelled).
-    drain(pullUntil + std::chrono::milliseconds(200));
+    drain(sendsFrom + std::chrono::milliseconds(200));
     if (pending() > 0) {
       closeEndpoint(Clock::now());
-      drain(pullUntil + std::chrono::milliseconds(700));
+      drain(sendsFrom + std::chrono::milliseconds(700));
     }
   } else if (pending() > 0) {
     // Without it (shared memory) a send waits for the peer to take it in, for ever if the
-    // peer is stopped, and no close cancels it: a peer that took nothing in while the
-    // pulls were waited for has until the same bound, then the close goes on without
+    // peer is stopped, and no close cancels it: the peer has until the pulls' bound (500
+    // ms from the failure, as before this bound was shared), then the close goes on without
     // this rank (its sends stay queued with the endpoint; UCX frees them with the worker).
     closeEndpoint(Clock::now());
     drain(pullUntil);
