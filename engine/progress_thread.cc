@@ -248,7 +248,8 @@ void Communicator::poison(const Error& error, uint64_t seq) {
   // its origin). The sockets stay open so that the frame is read before the connection
   // ends; a link whose frame could not go out is closed so the peer sees the loss now, not
   // at its timeout. Every frame is on its way before any wait, and the waits share one
-  // bound: a stopped peer whose queue is full costs the rank 100 ms, not 100 ms a link.
+  // bound: over UCX a stopped peer whose queue is full costs the rank 100 ms, not 100 ms a
+  // link (a TCP link sends its frame in startAbort, within its own bound).
   const auto since = std::chrono::steady_clock::now();
   const int origin = error.origin() >= 0 ? error.origin() : config_.rank;
   const uint64_t originSeq = error.origin() >= 0 ? error.seq() : seq;
