@@ -45,15 +45,21 @@ constexpr int kFarewellMs = 2000;
 
 using Clock = std::chrono::steady_clock;
 
-// Waits (progressing the worker) until a request from a teardown call completes, at most
-// until `until`; frees it (UCX releases a request freed unfinished when it ends). Teardown
-// must not hang on a peer that is gone.
+// Progresses the worker until `request` is no longer in progress or `until` has passed;
+// returns its status then (UCS_INPROGRESS if it is still going).
+ucs_status_t awaitRequest(ucp_worker_h worker, void* request, Clock::time_point until) noexcept {
+  ucs_status_t st;
+  while ((st = ucp_request_check_status(request)) == UCS_INPROGRESS && Clock::now() < until)
+    if (ucp_worker_progress(worker) == 0) std::this_thread::yield();
+  return st;
+}
+
+// Waits until a request from a teardown call completes, at most until `until`; frees it
+// (UCX releases a request freed unfinished when it ends). Teardown must not hang on a peer
+// that is gone.
 void finishRequest(ucp_worker_h worker, void* request, Clock::time_point until) noexcept {
   if (request == nullptr || UCS_PTR_IS_ERR(request)) return;
-  while (ucp_request_check_status(request) == UCS_INPROGRESS &&
-         std::chrono::steady_clock::now() < until) {
-    if (ucp_worker_progress(worker) == 0) std::this_thread::yield();
-  }
+  awaitRequest(worker, request, until);
   ucp_request_free(request);
 }
 
@@ -439,9 +445,7 @@ bool UcxLink::finishAbort(Clock::time_point until) noexcept {
   abortStarted_ = false;
   void* r = std::exchange(abortSend_, nullptr);
   if (r == nullptr) return true;
-  ucs_status_t st;
-  while ((st = ucp_request_check_status(r)) == UCS_INPROGRESS && Clock::now() < until)
-    if (ucp_worker_progress(worker_->worker()) == 0) std::this_thread::yield();
+  const ucs_status_t st = awaitRequest(worker_->worker(), r, until);
   // Still queued (the peer's queue full while it is busy elsewhere or stopped): UCX
   // cannot cancel a send, and would copy the frame out later, so the request stays with
   // the control plane's and the frame with the link until the endpoint is closed.
@@ -465,9 +469,7 @@ void UcxLink::closeEndpoint(Clock::time_point until) noexcept {
   void* r = ucp_ep_close_nbx(ep_, &param);
   ep_ = nullptr;
   if (r == nullptr || UCS_PTR_IS_ERR(r)) return;  // an endpoint UCX did not close goes with the worker
-  while (ucp_request_check_status(r) == UCS_INPROGRESS && Clock::now() < until)
-    if (ucp_worker_progress(worker_->worker()) == 0) std::this_thread::yield();
-  if (ucp_request_check_status(r) == UCS_INPROGRESS)
+  if (awaitRequest(worker_->worker(), r, until) == UCS_INPROGRESS)
     controlRequests_.push_back(r);  // a flush to a peer that takes nothing in
   else
     ucp_request_free(r);
