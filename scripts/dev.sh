@@ -140,7 +140,8 @@ case "$what" in
               "mismatch over ucx (tcp) n=4" "mismatch with a rank still in the previous collective over ucx (shared memory) n=4" \
               "semantics waiters over ucx (tcp) n=3" "semantics destroy-idle over ucx (shared memory) n=2" \
               "trainer n=4 equals n=1 over ucx (shared memory)" \
-              "faults over ucx (tcp)_ kill, stop, count, exit, abort, late rank 0, stop in small fused (n=4)"
+              "faults over ucx (tcp)_ kill, stop, count, exit, abort, late rank 0, stop in small fused (n=4)" \
+              "faults over ucx (shared-memory queues, no cma) n=4_ SIGSTOP, buckets unmapped after the error, the rank resumed before destroy"
             unset UCX_MEM_EVENTS
           fi
           unset RR_TEST_QUICK RR_TEST_TIME_SCALE TSAN_OPTIONS

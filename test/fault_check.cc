@@ -11,6 +11,10 @@
 //           must name it as the rank that has not submitted, not their innocent neighbour)
 //   stopsmall  every rank runs a loop of small asynchronous all-reduces (fused); the victim
 //           SIGSTOPs itself in the middle of it
+//   stopfree   as stop, then each survivor unmaps its bucket once its error has returned,
+//           and when every survivor has, resumes the victim and waits 300 ms before it
+//           destroys the communicator: nothing the library queued may read the caller's
+//           memory after the error (a read of the unmapped bucket is a SIGSEGV)
 //
 // With RR_TEST_CULPRIT set, every survivor's error must contain that text (the rank named).
 // Every other rank must fail with the expected code, naming the failure; it prints the time
@@ -21,11 +25,13 @@
 // Usage: fault_check MODE VICTIM EXPECTED_CODE
 #include <dirent.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
+#include <algorithm>
 #include <cstring>
 #include <string>
 #include <thread>
@@ -64,27 +70,52 @@ int countThreads(int want = -1) {
   return n;
 }
 
+// The fault file holds the time of the fault and the victim's process id (written in one
+// write at fclose, so a reader sees all of it or nothing).
 void markFault() {
   if (const char* f = std::getenv("RR_TEST_FAULT_FILE")) {
     if (FILE* out = std::fopen(f, "w")) {
-      std::fprintf(out, "%.6f\n", nowSeconds());
+      std::fprintf(out, "%.6f %d\n", nowSeconds(), static_cast<int>(getpid()));
       std::fclose(out);
     }
   }
 }
 
-double faultTime() {
+double faultTime(int* pid = nullptr) {
   const char* f = std::getenv("RR_TEST_FAULT_FILE");
   double t = 0;
+  int p = 0;
   for (int i = 0; i < 100 && f != nullptr; ++i) {
     if (FILE* in = std::fopen(f, "r")) {
-      const int got = std::fscanf(in, "%lf", &t);
+      const int got = std::fscanf(in, "%lf %d", &t, &p);
       std::fclose(in);
-      if (got == 1) return t;
+      if (got >= 1) {  // the scripts that write the file themselves write the time alone
+        if (pid != nullptr) *pid = got == 2 ? p : 0;
+        return t;
+      }
     }
     usleep(20000);
   }
   return t;
+}
+
+// stopfree: this survivor's error has returned and its bucket is unmapped; once every
+// survivor's is (files beside the fault file, at most 20 s), the victim is resumed and
+// takes in what was queued to it while this process goes on for 300 ms.
+void resumeVictimOnceFreed(int rank, int size, int victim) {
+  const std::string base = std::getenv("RR_TEST_FAULT_FILE");
+  if (FILE* out = std::fopen((base + ".freed." + std::to_string(rank)).c_str(), "w")) std::fclose(out);
+  for (int i = 0; i < 1000; ++i) {
+    int freed = 0;
+    for (int r = 0; r < size; ++r)
+      freed += r != victim && access((base + ".freed." + std::to_string(r)).c_str(), F_OK) == 0;
+    if (freed == size - 1) break;
+    usleep(20000);
+  }
+  int pid = 0;
+  faultTime(&pid);
+  if (pid > 0) kill(pid, SIGCONT);
+  usleep(300000);
 }
 
 }  // namespace
@@ -116,6 +147,15 @@ int main(int argc, char** argv) {
   rr_comm_size(comm, &size);
   const size_t count = (64u << 20) / 4;
   std::vector<float> buf(count + 1, 1.0f);
+  // stopfree: a survivor's bucket in memory of its own, unmapped after the error (filled
+  // before the barrier, so that every rank starts the all-reduce at once).
+  const size_t mappedBytes = count * sizeof(float);
+  void* mapped = nullptr;
+  if (mode == "stopfree" && rank != victim) {
+    mapped = mmap(nullptr, mappedBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (mapped == MAP_FAILED) return 1;
+    std::fill(static_cast<float*>(mapped), static_cast<float*>(mapped) + count, 1.0f);
+  }
   if (rr_barrier(comm) != RR_SUCCESS) {
     std::fprintf(stderr, "rank %d: barrier: %s\n", rank, rr_last_error());
     return 1;
@@ -166,7 +206,7 @@ int main(int argc, char** argv) {
       markFault();
       raise(SIGKILL);
     }
-    if (mode == "stop") {
+    if (mode == "stop" || mode == "stopfree") {
       markFault();
       raise(SIGSTOP);
     }
@@ -181,6 +221,15 @@ int main(int argc, char** argv) {
     return 0;
   }
 
+  if (mapped != nullptr) {
+    auto* data = static_cast<float*>(mapped);
+    const rr_result_t rc = rr_allreduce(comm, data, data, count, RR_FLOAT32, RR_SUM, nullptr);
+    const double errorAt = nowSeconds();
+    const std::string message = rr_last_error();
+    munmap(mapped, mappedBytes);
+    resumeVictimOnceFreed(rank, size, victim);
+    return report(comm, rank, size, victim, expected, rc, errorAt, message, fds0, threads0);
+  }
   const rr_result_t rc = rr_allreduce(comm, buf.data(), buf.data(), count, RR_FLOAT32, RR_SUM, nullptr);
   const double errorAt = nowSeconds();
   return report(comm, rank, size, victim, expected, rc, errorAt, rr_last_error(), fds0, threads0);

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Faults in the middle of a 64 MiB all-reduce on 4 ranks (RR_TEST_N=N: N ranks) over loopback: SIGKILL, SIGSTOP
 # (RR_TIMEOUT_MS=3000), a different count, exit without calling, rr_comm_abort, a rank late
-# in user code (rank 0: the others must name it, not their neighbour), and SIGSTOP in a loop
-# of small fused all-reduces. The victim is rank 2 (rank 1 when N = 2) unless said otherwise. Every surviving
+# in user code (rank 0: the others must name it, not their neighbour), SIGSTOP in a loop
+# of small fused all-reduces, and (stopfree, not among the defaults) SIGSTOP with every
+# survivor unmapping its bucket after the error, then resuming the victim before destroy. The victim is rank 2 (rank 1 when N = 2) unless said otherwise. Every surviving
 # rank must return the named error, naming the culprit where it is a timeout, within the
 # timeout + 2 s of the fault, then the survivors form a new communicator and all-reduce
 # correctly, with no fd or thread left behind (fault_check checks each rank; this script
@@ -26,7 +27,7 @@ for mode in "${modes[@]}"; do
   victim=$((n > 2 ? 2 : 1)) culprit=
   case $mode in
     kill|exit) code=4 timeout_ms=20000 ;;  # RR_ERR_PEER_LOST
-    stop|stopsmall) code=3 timeout_ms=${RR_TEST_STOP_TIMEOUT_MS:-3000} culprit="rank $victim " ;;  # RR_ERR_TIMEOUT
+    stop|stopsmall|stopfree) code=3 timeout_ms=${RR_TEST_STOP_TIMEOUT_MS:-3000} culprit="rank $victim " ;;  # RR_ERR_TIMEOUT
     late) code=3 timeout_ms=3000 victim=0 culprit="rank 0 has not submitted" ;;
     count) code=2 timeout_ms=20000 ;;      # RR_ERR_MISMATCH
     abort) code=6 timeout_ms=20000 ;;      # RR_ERR_ABORTED

@@ -46,18 +46,20 @@ constexpr int kFarewellMs = 2000;
 using Clock = std::chrono::steady_clock;
 
 // Progresses the worker until `request` is no longer in progress or `until` has passed;
-// returns its status then (UCS_INPROGRESS if it is still going).
-ucs_status_t awaitRequest(ucp_worker_h worker, void* request, Clock::time_point until) noexcept {
+// returns its status then (UCS_INPROGRESS if it is still going). A frozen worker is not
+// waited on.
+ucs_status_t awaitRequest(UcxWorker& worker, void* request, Clock::time_point until) noexcept {
   ucs_status_t st;
-  while ((st = ucp_request_check_status(request)) == UCS_INPROGRESS && Clock::now() < until)
-    if (ucp_worker_progress(worker) == 0) std::this_thread::yield();
+  while ((st = ucp_request_check_status(request)) == UCS_INPROGRESS && !worker.frozen() &&
+         Clock::now() < until)
+    if (!worker.progressOnce()) std::this_thread::yield();
   return st;
 }
 
 // Waits until a request from a teardown call completes, at most until `until`; frees it
 // (UCX releases a request freed unfinished when it ends). Teardown must not hang on a peer
 // that is gone.
-void finishRequest(ucp_worker_h worker, void* request, Clock::time_point until) noexcept {
+void finishRequest(UcxWorker& worker, void* request, Clock::time_point until) noexcept {
   if (request == nullptr || UCS_PTR_IS_ERR(request)) return;
   awaitRequest(worker, request, until);
   ucp_request_free(request);
@@ -118,14 +120,23 @@ UcxLink::~UcxLink() {
   // One bound for everything still going: each request's wait progresses them all.
   const auto until = Clock::now() + std::chrono::milliseconds(500);
   closeEndpoint(until);
+  UcxWorker& worker = *worker_;
   for (Direction* dir : {&send_, &recv_})
     for (Op& op : dir->ops) {
-      finishRequest(w, op.request, until);
+      // A request still going holds memory that goes back now (the caller's buffer, the
+      // engine's staging, or the descriptor in this link): nothing may move it any more.
+      if (op.request != nullptr && ucp_request_check_status(op.request) == UCS_INPROGRESS) worker.freeze();
+      finishRequest(worker, op.request, until);
       op.request = nullptr;
     }
-  finishRequest(w, abortRequest_, until);
-  finishRequest(w, abortSend_, until);
-  for (void* r : controlRequests_) finishRequest(w, r, until);
+  finishRequest(worker, abortRequest_, until);
+  // So does an abort frame still queued (abortFrames_ goes with the link; the control
+  // requests do not say which is the frame's, so any still going counts).
+  for (void* r : controlRequests_)
+    if (ucp_request_check_status(r) == UCS_INPROGRESS && !abortFrames_.empty()) worker.freeze();
+  if (abortSend_ != nullptr && ucp_request_check_status(abortSend_) == UCS_INPROGRESS) worker.freeze();
+  finishRequest(worker, abortSend_, until);
+  for (void* r : controlRequests_) finishRequest(worker, r, until);
   events_.remove(sentinel_.fd.get());
   worker_->removeLink(this);
 }
@@ -283,7 +294,7 @@ bool UcxLink::sentinelGone(int waitMs) noexcept {
 // arrive in order, so the answer means everything sent before has been taken in. A peer
 // that is gone, or that closed its side first (it needs nothing more), ends the wait.
 void UcxLink::farewell() noexcept {
-  if (ep_ == nullptr || peerStatus_ != UCS_OK || sentinelGone()) return;
+  if (ep_ == nullptr || peerStatus_ != UCS_OK || worker_->frozen() || sentinelGone()) return;
   if (!sendControl(kControlFarewell)) return;
   const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(kFarewellMs);
   while (!farewellAnswered_ && peerStatus_ == UCS_OK && std::chrono::steady_clock::now() < until) {
@@ -445,7 +456,7 @@ bool UcxLink::finishAbort(Clock::time_point until) noexcept {
   abortStarted_ = false;
   void* r = std::exchange(abortSend_, nullptr);
   if (r == nullptr) return true;
-  const ucs_status_t st = awaitRequest(worker_->worker(), r, until);
+  const ucs_status_t st = awaitRequest(*worker_, r, until);
   // Still queued (the peer's queue full while it is busy elsewhere or stopped): UCX
   // cannot cancel a send, and would copy the frame out later, so the request stays with
   // the control plane's and the frame with the link until the endpoint is closed.
@@ -469,7 +480,7 @@ void UcxLink::closeEndpoint(Clock::time_point until) noexcept {
   void* r = ucp_ep_close_nbx(ep_, &param);
   ep_ = nullptr;
   if (r == nullptr || UCS_PTR_IS_ERR(r)) return;  // an endpoint UCX did not close goes with the worker
-  if (awaitRequest(worker_->worker(), r, until) == UCS_INPROGRESS)
+  if (awaitRequest(*worker_, r, until) == UCS_INPROGRESS)
     controlRequests_.push_back(r);  // a flush to a peer that takes nothing in
   else
     ucp_request_free(r);
@@ -491,8 +502,8 @@ void UcxLink::quiesce(Clock::time_point since) noexcept {
   // The sends' bounds below follow the pulls' where this link had pulls to wait for.
   const auto sendsFrom = pullsAcked_ < pullsSent_ ? pullUntil : since;
   while (pullsAcked_ < pullsSent_ && !pullsRefused_ && peerStatus_ == UCS_OK && !sentinelGone() &&
-         Clock::now() < pullUntil) {
-    if (ucp_worker_progress(w) == 0) std::this_thread::yield();
+         !worker_->frozen() && Clock::now() < pullUntil) {
+    if (!worker_->progressOnce()) std::this_thread::yield();
     worker_->pollControls();
   }
   pullsAcked_ = pullsSent_;
@@ -516,8 +527,8 @@ void UcxLink::quiesce(Clock::time_point since) noexcept {
   // after a while ends when the endpoint is closed. The bounds count from `since`, the
   // moment the rank failed, for every link alike (each wait progresses them all).
   auto drain = [&](Clock::time_point until) {
-    while (pending() > 0 && Clock::now() < until)
-      if (ucp_worker_progress(w) == 0) std::this_thread::yield();
+    while (pending() > 0 && !worker_->frozen() && Clock::now() < until)
+      if (!worker_->progressOnce()) std::this_thread::yield();
   };
   if (peerMode_) {
     // With peer failure handling a send to a dead peer fails soon, and a forced close
@@ -535,8 +546,17 @@ void UcxLink::quiesce(Clock::time_point since) noexcept {
     closeEndpoint(Clock::now());
     drain(pullUntil);
   }
+  freezeIfCallerMemoryHeld();  // the buffers go back to the caller next
   send_.done = send_.posted;  // nothing is outstanding any more
   recv_.done = recv_.posted;
+}
+
+void UcxLink::freezeIfCallerMemoryHeld() noexcept {
+  for (Direction* dir : {&send_, &recv_})
+    for (const Op& op : dir->ops)
+      if (op.request != nullptr && !(dir == &send_ && op.pull) &&
+          ucp_request_check_status(op.request) == UCS_INPROGRESS)
+        worker_->freeze();
 }
 
 std::string UcxLink::lanes() const {

@@ -95,6 +95,18 @@ class UcxWorker final : public EventTarget, public SleepGuard {
   // Drives UCP until it has nothing more to do now; true if anything happened (then every
   // link's control plane is looked at).
   bool progress();
+  // One ucp_worker_progress; true if it did anything.
+  bool progressOnce();
+  // After a failure, a request that UCX still holds may read or write memory that goes back
+  // to its owner (a queued eager send reads the caller's bucket when the peer's queue has
+  // room: a stopped peer that is resumed before the destroy made UCX read a bucket the
+  // caller had already freed). UCX cannot cancel a send, and without peer failure handling
+  // (shared memory) cannot close an endpoint by force, and only the worker's progress moves
+  // such a request: so from then on nothing progresses this worker (progress does nothing,
+  // the engine no longer waits on its event fd), and what is still queued goes unread with
+  // the worker at destroy. Frozen for good.
+  void freeze() noexcept;
+  bool frozen() const { return frozen_; }
   // Every link takes in its control messages (UcxLink::pollControl).
   void pollControls() noexcept;
   void onEvent(uint32_t) override {}
@@ -129,6 +141,8 @@ class UcxWorker final : public EventTarget, public SleepGuard {
   bool tcpSegmentsOurs_ = false;
   bool fragmentFrames_ = false;
   int sharedFifo_ = 0;
+  int efd_ = -1;
+  bool frozen_ = false;
   std::chrono::steady_clock::time_point lastActivity_{};
   std::string transports_;
   std::vector<UcxLink*> links_;
@@ -216,6 +230,9 @@ class UcxLink final : public Link {
   // Reads the frame a descriptor in `op.data` announces into `op.data`, then says so.
   void pull(Op& op);
   [[noreturn]] void peerLost(const std::string& what);
+  // Freezes the worker (UcxWorker::freeze) if a request of this link that reads or writes
+  // memory other than the link's own is still going: data sends not pulled, receives.
+  void freezeIfCallerMemoryHeld() noexcept;
   // Closes the endpoint (forced with peer failure handling; without it, shared memory,
   // UCX refuses a forced close and flushes what is queued); waits until `until` at most,
   // then leaves a close still going to the control plane's requests.

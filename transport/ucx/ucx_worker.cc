@@ -199,11 +199,21 @@ void UcxWorker::attach(EventSet& events) {
   int fd = -1;
   check(ucp_worker_get_efd(worker_, &fd), "ucp_worker_get_efd");
   events.add(fd, EPOLLIN, this);
+  efd_ = fd;
   events.addGuard(this);
   events_ = &events;
 }
 
+void UcxWorker::freeze() noexcept {
+  if (frozen_) return;
+  frozen_ = true;
+  if (events_ != nullptr && efd_ >= 0) events_->remove(efd_);  // its signals go unanswered now
+}
+
+bool UcxWorker::progressOnce() { return !frozen_ && ucp_worker_progress(worker_) != 0; }
+
 bool UcxWorker::progress() {
+  if (frozen_) return false;
   bool any = false;
   for (int i = 0; i < 64 && ucp_worker_progress(worker_) != 0; ++i) any = true;
   if (any) {
@@ -222,6 +232,7 @@ void UcxWorker::removeLink(const UcxLink* link) {
 }
 
 bool UcxWorker::readyToSleep() {
+  if (frozen_) return true;
   if (progress()) return false;
   if (!peerHandling_) {
     const bool recent = std::chrono::steady_clock::now() - lastActivity_ < kPullYield;
