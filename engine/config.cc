@@ -261,7 +261,7 @@ size_t Config::rdMaxBytes(int size, Span span) {
   return size == 3 ? size_t{16} << 10 : size_t{32} << 10;
 }
 
-size_t Config::hdMaxBytes(int size) {
+size_t Config::hdMaxBytes(int size, bool pulledFrames) {
   // Measured at n = 4 and 8 (bench/RESULTS.md, "Halving-doubling"): on loopback it beat
   // the ring from 16 KiB to 4 MiB (the ring's 2(n-1) hops against 2 log2 n exchanges of the
   // same bytes), on emulated hosts with 1 Gbit/s links it matched the ring at the link from
@@ -271,19 +271,24 @@ size_t Config::hdMaxBytes(int size) {
   // the ring at every size (1.09-1.34x), on emulated hosts it stayed with the ring within 1%
   // up to 16 MiB and fell 2-3% behind at 64 MiB; over UCX's shared memory they are even.
   // Where n is not a power of two its folded pair sends the bucket twice more than the
-  // exchanges: the ring there.
+  // exchanges: the ring there. Where every link reads its peers' frames (UCX's shared
+  // memory with cma), n = 4 measured again (bench/RESULTS.md, "Halving-doubling over
+  // pulled frames at n = 4"): it beat the ring at 256 KiB, was level at 1 MiB, and lost
+  // from 2 to 8 MiB by 1.25-1.35x (each of its steps waits for whole pulled halves; the
+  // ring's hops overlap), level again at 16 MiB: the ring from 1 MiB there.
   const bool powerOfTwo = (size & (size - 1)) == 0;
   if (!hdSupports(size) || !powerOfTwo) return 0;
-  return size == 4 ? size_t{16} << 20 : size_t{2} << 20;
+  if (size == 4) return pulledFrames ? size_t{1} << 20 : size_t{16} << 20;
+  return size_t{2} << 20;
 }
 
-Algorithm Config::algorithmFor(Collective kind, size_t bytes, bool device, Span span) const {
+Algorithm Config::algorithmFor(Collective kind, size_t bytes, bool device, Span span, bool pulledFrames) const {
   const bool allReduce = kind == Collective::kAllReduce || kind == Collective::kBarrier;
   if (!allReduce || !rdSupports(size) || algo == "ring" || (device && size > 2)) return Algorithm::kRing;
   if (algo == "rd") return Algorithm::kRd;
   if (algo == "hd") return hdSupports(size) ? Algorithm::kHd : Algorithm::kRing;  // n = 2: the same exchanges
   if (bytes <= rdMaxBytes(size, span)) return Algorithm::kRd;
-  return bytes <= hdMaxBytes(size) ? Algorithm::kHd : Algorithm::kRing;
+  return bytes <= hdMaxBytes(size, pulledFrames) ? Algorithm::kHd : Algorithm::kRing;
 }
 
 std::string Config::describe() const {

@@ -31,9 +31,9 @@
 //   RR_ALGO                 the all-reduce's algorithm: ring, rd (recursive doubling), hd
 //                           (halving-doubling; the ring at n = 2, where they are the same
 //                           exchanges) or auto (default: rd up to rdMaxBytes(size, span),
-//                           hd up to hdMaxBytes(size), the ring above; the span is whether
-//                           the ranks share one host, found at init); must be the same on
-//                           every rank
+//                           hd up to hdMaxBytes(size, pulled frames), the ring above; the
+//                           span and whether every link reads its peers' frames are found
+//                           at init); must be the same on every rank
 //   RR_INLINE_BLOCKING      1 (default): a blocking call on host memory with nothing queued
 //                           ahead of it runs its pass on the calling thread while the
 //                           progress thread is between collectives, saving two thread
@@ -108,14 +108,17 @@ struct Config {
   // from 4; across hosts 64 KiB at 2 ranks (both send the bucket once), 8 KiB at 3, 16 KiB
   // from 4 (config.cc has the measurements).
   static size_t rdMaxBytes(int size, Span span);
-  // auto: halving-doubling above rdMaxBytes up to this (16 MiB at 4 ranks, 2 MiB at 8 and
-  // more), the ring above (0: never; only where n is a power of two from 4).
-  static size_t hdMaxBytes(int size);
+  // auto: halving-doubling above rdMaxBytes up to this (16 MiB at 4 ranks, 1 MiB there
+  // where every link of the job reads its peers' frames, 2 MiB at 8 and more), the ring
+  // above (0: never; only where n is a power of two from 4).
+  static size_t hdMaxBytes(int size, bool pulledFrames = false);
   // The algorithm of a pass of `kind` moving `bytes` (the same on every rank with the same
   // settings; the op header carries it and a rank that differs is named). A device bucket
   // at more than 2 ranks always takes the ring: recursive doubling and halving-doubling
   // with partners run on host buckets only (device_pass.h).
-  Algorithm algorithmFor(Collective kind, size_t bytes, bool device, Span span) const;
+  // `pulledFrames`: every link of the job reads its peers' frames (agreed at init, so the
+  // same on every rank; bootstrap.h).
+  Algorithm algorithmFor(Collective kind, size_t bytes, bool device, Span span, bool pulledFrames = false) const;
   std::string describe() const;  // one line for the INFO log
 };
 

@@ -184,7 +184,7 @@ ScheduleParams Communicator::scheduleFor(Collective kind, rr_dtype_t dtype, size
   params.count = count;
   params.depth = ProgressEngine::kDepth;
   params.root = root;
-  params.algo = config_.algorithmFor(kind, count * es, device, span_);
+  params.algo = config_.algorithmFor(kind, count * es, device, span_, largeFrames_);
   // Segments: a quarter of the largest block, rounded up to 4 KiB, at least 64 KiB and at
   // most RR_SEGMENT_BYTES; a broadcast chain is n-1 hops deep, so it cuts the whole bucket in
   // eight. Below 64 KiB a segment costs more in frames and wake-ups than its pipelining

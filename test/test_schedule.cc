@@ -508,6 +508,12 @@ TEST_CASE("auto's thresholds: recursive doubling up to 64 KiB at 2 ranks, 16 KiB
       REQUIRE(c.algorithmFor(Collective::kAllReduce, limit + 1, false, span) == (hd ? rr::Algorithm::kHd : rr::Algorithm::kRing));
       REQUIRE(c.algorithmFor(Collective::kAllReduce, hdLimit, false, span) == (hd ? rr::Algorithm::kHd : rr::Algorithm::kRing));
       REQUIRE(c.algorithmFor(Collective::kAllReduce, hdLimit + 1, false, span) == rr::Algorithm::kRing);
+      // Where every link reads its peers' frames: the ring from 1 MiB at 4 ranks; 8 and
+      // more as before.
+      const size_t pulledLimit = n == 4 ? size_t{1} << 20 : hdLimit;
+      REQUIRE(c.algorithmFor(Collective::kAllReduce, limit, false, span, true) == rr::Algorithm::kRd);
+      REQUIRE(c.algorithmFor(Collective::kAllReduce, pulledLimit, false, span, true) == (hd ? rr::Algorithm::kHd : rr::Algorithm::kRing));
+      REQUIRE(c.algorithmFor(Collective::kAllReduce, pulledLimit + 1, false, span, true) == rr::Algorithm::kRing);
       REQUIRE(c.algorithmFor(Collective::kAllGather, 8, false, span) == rr::Algorithm::kRing);
       // Device buckets take the ring at n > 2 (the device pass has no partner links).
       REQUIRE(c.algorithmFor(Collective::kAllReduce, 8, true, span) == (n == 2 ? rr::Algorithm::kRd : rr::Algorithm::kRing));
