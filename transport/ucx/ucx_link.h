@@ -65,7 +65,10 @@ class UcxLink;
 
 class UcxWorker final : public EventTarget, public SleepGuard {
  public:
-  UcxWorker();  // throws Error naming the UCP call that failed
+  // `rank`: the communicator's rank, which UCX's own log lines carry (routeUcxLogs); -1 for
+  // a worker of no communicator (`ringreduce info`). Throws Error naming the UCP call that
+  // failed.
+  explicit UcxWorker(int rank = -1);
   ~UcxWorker();
   UcxWorker(const UcxWorker&) = delete;
   UcxWorker& operator=(const UcxWorker&) = delete;

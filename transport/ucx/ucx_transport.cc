@@ -91,7 +91,7 @@ Endpoint UcxTransport::listen(const std::string& routeIp) {
   // After this rank reached rank 0: a UCX that cannot start (UCX_TLS naming nothing usable)
   // is then a reason rank 0 hears and tells every rank, and UCX's start-up time does not
   // delay this rank's arrival at the rendezvous.
-  worker_ = std::make_shared<UcxWorker>();
+  worker_ = std::make_shared<UcxWorker>(job_.rank);
   const std::string ip = chooseListenIp(job_.rank, job_.ifname, routeIp, log_);
   listener_ = listenOn(makeAddr(ip, 0), 16);
   return Endpoint{ip, localAddr(listener_.get()).port()};

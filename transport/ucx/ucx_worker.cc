@@ -2,12 +2,19 @@
 #include "transport/ucx/ucx_link.h"
 
 #include <sys/epoll.h>
+#include <ucs/debug/log_def.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
+#include <cstdarg>
+#include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <ctime>
 #include <fstream>
+#include <mutex>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -85,9 +92,62 @@ size_t coreSysctl(const char* name) {
 
 constexpr const char* kSharedMemory = "self, sysv, posix, cma, xpmem, knem";
 
+// UCX writes its own log lines (an unknown UCX_* variable, a transport's error, a request
+// not returned at destroy; as many as UCX_LOG_LEVEL lets through, warn by default) to
+// stdout unless UCX_LOG_FILE names a file: into the output of the program that embeds this
+// library, and into the table of `ringreduce bench`. They go to stderr instead, where this
+// library's own lines go, each with the rank of the process's communicators (the pid where
+// the process holds communicators of different ranks, or none). A UCX log handler is the
+// process's, not a communicator's: installed with the first worker, kept for the process's
+// life, and it takes the lines of any other UCX user in the process too. Fatal lines stay
+// UCX's (it prints them, then aborts).
+constexpr int kNoRank = -1;
+constexpr int kSeveralRanks = -2;
+std::atomic<int> logRank{kNoRank};
+
+ucs_log_func_rc_t ucxLineToStderr(const char* file, unsigned line, const char* /*function*/,
+                                  ucs_log_level_t level, const ucs_log_component_config_t* /*config*/,
+                                  const char* format, va_list ap) {
+  if (level <= UCS_LOG_LEVEL_FATAL) return UCS_LOG_FUNC_RC_CONTINUE;
+  char text[2048];
+  std::vsnprintf(text, sizeof text, format, ap);
+  const int rank = logRank.load(std::memory_order_relaxed);
+  const std::string who = rank >= 0 ? fmt::format("rank {}", rank) : fmt::format("pid {}", getpid());
+  const char* slash = std::strrchr(file, '/');
+  const auto now = std::chrono::system_clock::now();
+  const std::time_t secs = std::chrono::system_clock::to_time_t(now);
+  std::tm local{};
+  localtime_r(&secs, &local);
+  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count() % 1000;
+  std::string out;
+  std::string_view rest(text);
+  while (!rest.empty()) {  // one line of ours per line of UCX's, as its own handler prints
+    const size_t end = std::min(rest.find('\n'), rest.size());
+    if (end > 0)
+      out += fmt::format("[{:02}:{:02}:{:02}.{:03}] [ringreduce {}] [UCX {}] {}:{} {}\n", local.tm_hour,
+                         local.tm_min, local.tm_sec, ms, who, ucs_log_level_names[level],
+                         slash != nullptr ? slash + 1 : file, line, rest.substr(0, end));
+    rest.remove_prefix(std::min(end + 1, rest.size()));
+  }
+  std::fwrite(out.data(), 1, out.size(), stderr);
+  return UCS_LOG_FUNC_RC_STOP;
+}
+
+void routeUcxLogs(int rank) {
+  if (rank >= 0) {
+    int seen = kNoRank;
+    if (!logRank.compare_exchange_strong(seen, rank) && seen != rank) logRank.store(kSeveralRanks);
+  }
+  static std::once_flag once;
+  std::call_once(once, [] {
+    if (std::getenv("UCX_LOG_FILE") == nullptr) ucs_log_push_handler(ucxLineToStderr);
+  });
+}
+
 }  // namespace
 
-UcxWorker::UcxWorker() {
+UcxWorker::UcxWorker(int rank) {
+  routeUcxLogs(rank);
   init(Uses{});
   transports_ = transportsOf(contextInfo(context_));
   const bool sharedOnly = onlyAmong(transports_, kSharedMemory);
