@@ -133,6 +133,17 @@ ucs_log_func_rc_t ucxLineToStderr(const char* file, unsigned line, const char* /
   return UCS_LOG_FUNC_RC_STOP;
 }
 
+// UCX's count of handlers right after ours was pushed (0: not pushed). When this library is
+// unloaded (dlclose) before UCX is, the handler goes with it: it is taken back if it is
+// still the last one, as UCX's stack allows, so that UCX never calls code that is gone.
+unsigned handlersWithOurs = 0;
+
+struct HandlerRemover {
+  ~HandlerRemover() {
+    if (handlersWithOurs != 0 && ucs_log_num_handlers() == handlersWithOurs) ucs_log_pop_handler();
+  }
+} handlerRemover;
+
 void routeUcxLogs(int rank) {
   if (rank >= 0) {
     int seen = kNoRank;
@@ -140,7 +151,9 @@ void routeUcxLogs(int rank) {
   }
   static std::once_flag once;
   std::call_once(once, [] {
-    if (std::getenv("UCX_LOG_FILE") == nullptr) ucs_log_push_handler(ucxLineToStderr);
+    if (std::getenv("UCX_LOG_FILE") != nullptr) return;
+    ucs_log_push_handler(ucxLineToStderr);
+    handlersWithOurs = ucs_log_num_handlers();
   });
 }
 
