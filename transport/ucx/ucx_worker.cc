@@ -98,9 +98,9 @@ constexpr const char* kSharedMemory = "self, sysv, posix, cma, xpmem, knem";
 // library, and into the table of `ringreduce bench`. They go to stderr instead, where this
 // library's own lines go, each with the rank of the process's communicators (the pid where
 // the process holds communicators of different ranks, or none). A UCX log handler is the
-// process's, not a communicator's: installed with the first worker, kept for the process's
-// life, and it takes the lines of any other UCX user in the process too. Fatal lines stay
-// UCX's (it prints them, then aborts).
+// process's, not a communicator's: installed with the first worker, kept while this library
+// is loaded (HandlerRemover), and it takes the lines of any other UCX user in the process
+// too. Fatal lines stay UCX's (it prints them, then aborts).
 constexpr int kNoRank = -1;
 constexpr int kSeveralRanks = -2;
 std::atomic<int> logRank{kNoRank};
@@ -125,7 +125,8 @@ ucs_log_func_rc_t ucxLineToStderr(const char* file, unsigned line, const char* /
     const size_t end = std::min(rest.find('\n'), rest.size());
     if (end > 0)
       out += fmt::format("[{:02}:{:02}:{:02}.{:03}] [ringreduce {}] [UCX {}] {}:{} {}\n", local.tm_hour,
-                         local.tm_min, local.tm_sec, ms, who, ucs_log_level_names[level],
+                         local.tm_min, local.tm_sec, ms, who,
+                         level < UCS_LOG_LEVEL_LAST ? ucs_log_level_names[level] : "PRINT",
                          slash != nullptr ? slash + 1 : file, line, rest.substr(0, end));
     rest.remove_prefix(std::min(end + 1, rest.size()));
   }
