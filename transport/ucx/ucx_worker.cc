@@ -12,13 +12,14 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <ctime>
 #include <fstream>
 #include <mutex>
 #include <string>
 #include <string_view>
 #include <thread>
 #include <utility>
+
+#include <fmt/chrono.h>
 
 #include "transport/error.h"
 #include "transport/ucx/ucx_print.h"
@@ -115,19 +116,18 @@ ucs_log_func_rc_t ucxLineToStderr(const char* file, unsigned line, const char* /
   const std::string who = rank >= 0 ? fmt::format("rank {}", rank) : fmt::format("pid {}", getpid());
   const char* slash = std::strrchr(file, '/');
   const auto now = std::chrono::system_clock::now();
-  const std::time_t secs = std::chrono::system_clock::to_time_t(now);
-  std::tm local{};
-  localtime_r(&secs, &local);
   const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count() % 1000;
+  // The library's own lines' format (communicator.cc, makeLogger), then UCX's level and place.
+  const std::string prefix =
+      fmt::format("[{:%H:%M:%S}.{:03}] [ringreduce {}] [UCX {}] {}:{} ",
+                  fmt::localtime(std::chrono::system_clock::to_time_t(now)), ms, who,
+                  level < UCS_LOG_LEVEL_LAST ? ucs_log_level_names[level] : "PRINT",
+                  slash != nullptr ? slash + 1 : file, line);
   std::string out;
   std::string_view rest(text);
   while (!rest.empty()) {  // one line of ours per line of UCX's, as its own handler prints
     const size_t end = std::min(rest.find('\n'), rest.size());
-    if (end > 0)
-      out += fmt::format("[{:02}:{:02}:{:02}.{:03}] [ringreduce {}] [UCX {}] {}:{} {}\n", local.tm_hour,
-                         local.tm_min, local.tm_sec, ms, who,
-                         level < UCS_LOG_LEVEL_LAST ? ucs_log_level_names[level] : "PRINT",
-                         slash != nullptr ? slash + 1 : file, line, rest.substr(0, end));
+    if (end > 0) out += prefix + std::string(rest.substr(0, end)) + "\n";
     rest.remove_prefix(std::min(end + 1, rest.size()));
   }
   std::fwrite(out.data(), 1, out.size(), stderr);
