@@ -162,6 +162,9 @@ exec > >(tee "$out/gpu_check.log") 2>&1
 start=$(date +%s)
 deadline=$(( start + ${RR_GPU_BUDGET_S:=100000} ))
 export RR_TIMEOUT_MS=${RR_TIMEOUT_MS:-20000} RR_CONNECT_TIMEOUT_MS=20000
+# The steps run over the TCP backend (RR_TRANSPORT=auto would take UCX's shared memory for
+# these one-host jobs); the ucx steps below set UCX's.
+export RR_TRANSPORT=tcp
 
 finish() {
   tar -C "$out" -czf "$out/steps.tar.gz" steps && rm -rf "$steps"
@@ -372,7 +375,7 @@ fi
 unset RR_GPU_PROGRAM
 RR_ALGO=ring step collectives-gpu-n2-ring 90 "$rr" run -n 2 -- "${path[collectives_check]}" --device
 grep -E 'checks passed|FAILED' "$steps/collectives-gpu-n2-ring.txt" | head -2 | sed 's/^/   /' >>"$out/summary.txt"
-if grep -q 'ucx (RR_TRANSPORT=ucx' "$steps/info.txt"; then
+if grep -q 'transports: tcp, ucx' "$steps/info.txt"; then
   export RR_TRANSPORT=ucx UCX_TLS=self,sm
   for n in 2 4; do
     step "ucx-collectives-gpu-n$n" 90 "$rr" run -n $n -- "${path[collectives_check]}" --device
@@ -383,7 +386,8 @@ if grep -q 'ucx (RR_TRANSPORT=ucx' "$steps/info.txt"; then
   step ucx-bench-host-n2 60 "$rr" bench -N 2 -b 4M -e 256M -f 4 -n 10 -w 2
   step ucx-bench-device-n2 60 "$rr" bench -N 2 -b 4M -e 256M -f 4 -n 10 -w 2 --device
   ratio "n=2 ucx sm" "$steps/ucx-bench-host-n2.txt" "$steps/ucx-bench-device-n2.txt"
-  unset RR_TRANSPORT UCX_TLS
+  export RR_TRANSPORT=tcp
+  unset UCX_TLS
 else
   echo "ucx: SKIPPED (these binaries have no UCX transport)" | tee -a "$out/summary.txt"
 fi

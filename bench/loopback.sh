@@ -6,6 +6,9 @@
 set -euo pipefail
 build=${1:-build}
 rr=$build/cli/ringreduce
+# The TCP backend against iperf3's TCP stream (RR_TRANSPORT=auto would take UCX's shared
+# memory here: bench/transports.sh measures that). A caller's RR_TRANSPORT wins.
+export RR_TRANSPORT=${RR_TRANSPORT:-tcp}
 iperf() {
   iperf3 -s -1 -B 127.0.0.1 -p 5299 >/dev/null 2>&1 &
   sleep 0.5

@@ -28,6 +28,10 @@ before=${4:+$(cd "$4" && pwd)}
 iters=${PEERS_ITERS:-20}
 here=$(cd "$(dirname "$0")" && pwd)
 rr=$build/cli/ringreduce
+# ringreduce over its TCP backend, as Open MPI's and Gloo's TCP columns: RR_TRANSPORT=auto
+# would take UCX's shared memory in the loopback cases (bench/transports.sh compares that
+# with Open MPI's vader). A caller's RR_TRANSPORT wins.
+export RR_TRANSPORT=${RR_TRANSPORT:-tcp}
 out=$(mktemp -d)
 tag=rrp$$
 source "$here/../scripts/netns_hosts.sh"

@@ -10,6 +10,9 @@ set -uo pipefail
 build=$(cd "${1:?usage: scale.sh BUILD_DIR [N...]}" && pwd)
 shift
 counts=("$@")
+# The TCP backend, whose link rate iperf3 measures below (RR_TRANSPORT=auto would take UCX's
+# shared memory for these one-host jobs). A caller's RR_TRANSPORT wins.
+export RR_TRANSPORT=${RR_TRANSPORT:-tcp}
 [ ${#counts[@]} -gt 0 ] || counts=(32 64 128)
 echo "# $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2 / 1048576}' /proc/meminfo)"
 if command -v iperf3 >/dev/null; then

@@ -12,6 +12,8 @@
 #                1 MiB tcp fragment sizes given by hand (which keeps 1 MiB segments) and
 #                UCX_TCP_SNDBUF / UCX_TCP_RCVBUF auto (the kernel's autotuned buffers)
 #   ucx-sm       ringreduce, RR_TRANSPORT=ucx UCX_TLS=sm
+#   auto         ringreduce with RR_TRANSPORT=auto, the default: UCX's shared memory on this
+#                one host (transport/auto_transport.h)
 #   ompi-vader   Open MPI's MPI_Allreduce, --mca btl self,vader (shared memory)
 #   ompi-tcp     Open MPI's MPI_Allreduce, --mca btl self,tcp on lo
 # TRANSPORTS_ROUNDS=K (default 1) runs it all K times; each cell is then the round with the
@@ -60,8 +62,9 @@ for ((round = 1; round <= ${TRANSPORTS_ROUNDS:-1}; ++round)); do
     ours ucx-tcp-1m $n "$rr" RR_TRANSPORT=ucx UCX_TLS=tcp UCX_NET_DEVICES=lo UCX_TCP_TX_SEG_SIZE=256K \
       UCX_TCP_RX_SEG_SIZE=1M UCX_TCP_SNDBUF=auto UCX_TCP_RCVBUF=auto
     ours ucx-sm $n "$rr" RR_TRANSPORT=ucx UCX_TLS=sm
+    ours auto $n "$rr" RR_TRANSPORT=auto
     mpi ompi-vader $n self,vader
     mpi ompi-tcp $n self,tcp
   done
 done
-python3 "$(dirname "$0")/table.py" "$out/round.*" n=2,n=4 ${before:+tcp-before} tcp ucx-tcp ucx-tcp-1m ucx-sm ompi-vader ompi-tcp
+python3 "$(dirname "$0")/table.py" "$out/round.*" n=2,n=4 ${before:+tcp-before} tcp ucx-tcp ucx-tcp-1m ucx-sm auto ompi-vader ompi-tcp

@@ -29,7 +29,8 @@ int runInfo() {
   } catch (const std::exception& e) {
     ucx = std::string("unusable: ") + e.what();
   }
-  std::printf("transports: tcp (RR_TRANSPORT=auto picks it), ucx (RR_TRANSPORT=ucx; UCX %s: %s)\n",
+  std::printf("transports: tcp, ucx (UCX %s: %s); RR_TRANSPORT=auto takes ucx over shared memory where "
+              "every rank shares one host, tcp otherwise\n",
               ucp_get_version_string(), ucx.c_str());
 #else
   std::printf("transports: tcp (built without UCX)\n");

@@ -5,10 +5,12 @@
 
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "engine/bootstrap_wire.h"
@@ -118,6 +120,42 @@ uint32_t agreeOnRing(const Config& c, Ring& ring, const std::optional<Error>& ow
   return all;
 }
 
+// The transport of the job's ranks of kind "either" (RR_TRANSPORT=auto; auto_transport.h),
+// chosen by rank 0 from every rank's arrival: TCP where a rank runs TCP only (it asked for
+// it, or its build or host has no UCX); else UCX where every rank shares one host (the
+// same IP, pid and IPC namespaces: UCX's shared memory needs all three), TCP otherwise. A
+// rank that asked for UCX changes nothing: either ranks run UCX's shared memory only, so
+// across hosts it fails at the data handshake with both transports named
+// (transportMismatch), as a rank of tcp beside one of ucx does. `why` is for the log.
+TransportKind jobTransport(const std::vector<Arrival>& table, std::string& why) {
+  if (std::none_of(table.begin(), table.end(), [](const Arrival& a) { return a.transport == TransportKind::kEither; }))
+    return TransportKind::kTcp;  // no rank reads it
+  for (size_t r = 0; r < table.size(); ++r)
+    if (table[r].transport == TransportKind::kTcp) {
+      why = fmt::format("rank {} runs TCP only (RR_TRANSPORT=tcp, a build without UCX, or UCX could not "
+                        "start there)", r);
+      return TransportKind::kTcp;
+    }
+  const Arrival& a = table[0];
+  for (size_t r = 1; r < table.size(); ++r) {
+    const Arrival& b = table[r];
+    if (b.endpoint.ip != a.endpoint.ip) {
+      why = fmt::format("the ranks are on more than one host (rank 0 at {}, rank {} at {})", a.endpoint.ip, r,
+                        b.endpoint.ip);
+      return TransportKind::kTcp;
+    }
+    if (b.pidNamespace != a.pidNamespace || b.ipcNamespace != a.ipcNamespace || a.pidNamespace == 0 ||
+        a.ipcNamespace == 0) {
+      why = fmt::format("ranks 0 and {} share IP {} but not pid and IPC namespaces (containers?), which "
+                        "UCX's shared memory needs", r, a.endpoint.ip);
+      return TransportKind::kTcp;
+    }
+  }
+  why = fmt::format("all {} ranks share one host (IP {}, pid and IPC namespaces): UCX's shared memory",
+                    table.size(), a.endpoint.ip);
+  return TransportKind::kUcx;
+}
+
 }  // namespace
 
 TransportJob transportJob(const Config& c) {
@@ -129,8 +167,9 @@ Ring connectRing(const Config& c, Transport& transport, EventSet& events, spdlog
   if (c.size == 1) return ring;
   const Deadline deadline = deadlineIn(c.connectTimeoutMs);
   const JobIdentity job = jobOf(c);
-  std::vector<Endpoint> table(c.size);
+  std::vector<Arrival> table(c.size);
   Endpoint self;  // what this rank published
+  TransportKind jobKind = TransportKind::kTcp;  // the job's transport, for a rank of kEither
   const SockAddr rendezvous = resolve(c.addr, "RR_ADDR");
 
   const int right = (c.rank + 1) % c.size;
@@ -147,26 +186,30 @@ Ring connectRing(const Config& c, Transport& transport, EventSet& events, spdlog
     reserveFds(c.size + 64, log);
     Fd listener = listenOn(rendezvous, SOMAXCONN);
     ring.bootstrap = gatherRanks(c, listener.get(), table, deadline, log);
-    table[0] = transport.listen(localAddr(ring.bootstrap[1].get()).ip());
-    self = table[0];
-    // Each rank gets the job's size, its right neighbour's endpoint and those of the partners
-    // it connects to: O(n log n) bytes in all.
+    self = transport.listen(localAddr(ring.bootstrap[1].get()).ip());
+    table[0] = arrivalHere(self, transport.kind());
+    std::string why;
+    jobKind = jobTransport(table, why);
+    if (!why.empty()) log.info("RR_TRANSPORT=auto: {}, because {}", jobKind == TransportKind::kUcx ? "ucx" : "tcp", why);
+    // Each rank gets the job's size and transport, its right neighbour's endpoint and those
+    // of the partners it connects to: O(n log n) bytes in all.
     for (int r = 1; r < c.size; ++r) {
       std::vector<Endpoint> partners;
       for (int p : rdPartners(r, c.size))
-        if (rdConnects(r, p)) partners.push_back(table[static_cast<size_t>(p)]);
-      const std::string verdict = encodeVerdict(c.size, table[static_cast<size_t>((r + 1) % c.size)], partners);
+        if (rdConnects(r, p)) partners.push_back(table[static_cast<size_t>(p)].endpoint);
+      const std::string verdict =
+          encodeVerdict(c.size, jobKind, table[static_cast<size_t>((r + 1) % c.size)].endpoint, partners);
       sendAll(ring.bootstrap[r].get(), verdict.data(), verdict.size(), deadline, fmt::format("rank {}", r));
     }
-    peers.right = table[static_cast<size_t>(right)];
-    for (int p : partnersToDial) peers.connect.emplace_back(p, table[static_cast<size_t>(p)]);
+    peers.right = table[static_cast<size_t>(right)].endpoint;
+    for (int p : partnersToDial) peers.connect.emplace_back(p, table[static_cast<size_t>(p)].endpoint);
   } else {
     Fd root = connectTo(rendezvous, deadline, "rank 0 (RR_ADDR)");
     handshakeClient(root.get(), job, Hello{LinkRole::kBootstrap, c.rank, c.size, 0, 0}, deadline,
                     fmt::format("rank 0 at {}", c.addr));
     try {
       self = transport.listen(localAddr(root.get()).ip());
-      sendEndpoint(root.get(), self, deadline, "rank 0");
+      sendArrival(root.get(), arrivalHere(self, transport.kind()), deadline, "rank 0");
     } catch (const Error& e) {
       sendJoinError(root.get(), e);  // rank 0 and every other rank hear why
       throw;
@@ -182,6 +225,7 @@ Ring connectRing(const Config& c, Transport& transport, EventSet& events, spdlog
     if (wire::get32(n) != static_cast<uint32_t>(c.size))
       fail(RR_ERR_SYSTEM, "protocol error: rank 0 sent a job of {} ranks, expected {}",
            wire::get32(n), c.size);
+    jobKind = recvJobTransport(root.get(), answerBy, "rank 0");
     peers.right = recvEndpoint(root.get(), answerBy, "rank 0");
     for (int p : partnersToDial) peers.connect.emplace_back(p, recvEndpoint(root.get(), answerBy, "rank 0"));
     ring.bootstrap.push_back(std::move(root));
@@ -190,6 +234,10 @@ Ring connectRing(const Config& c, Transport& transport, EventSet& events, spdlog
 
   std::optional<Error> failed;
   try {
+    if (transport.kind() == TransportKind::kEither) {
+      transport.choose(jobKind);
+      log.info("RR_TRANSPORT=auto: the job runs over {}", transport.name());
+    }
     ring.links = transport.connectRing(peers, events, deadline);
   } catch (const Error& e) {
     failed = e;

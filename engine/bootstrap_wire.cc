@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "transport/interfaces.h"
 #include "transport/wire.h"
 
 namespace rr {
@@ -18,6 +19,28 @@ std::string encodeEndpoint(const Endpoint& e) {
   return out;
 }
 
+Arrival arrivalHere(const Endpoint& endpoint, TransportKind transport) {
+  return Arrival{endpoint, namespaceInode("pid"), namespaceInode("ipc"), transport};
+}
+
+std::string encodeArrival(const Arrival& a) {
+  std::string out = encodeEndpoint(a.endpoint);
+  uint8_t tail[kArrivalTail];
+  wire::put64(tail, a.pidNamespace);
+  wire::put64(tail + 8, a.ipcNamespace);
+  tail[16] = static_cast<uint8_t>(a.transport);
+  out.append(reinterpret_cast<const char*>(tail), sizeof tail);
+  return out;
+}
+
+void decodeArrivalTail(const uint8_t* tail, Arrival& a, const std::string& what) {
+  if (tail[16] > static_cast<uint8_t>(TransportKind::kEither))
+    fail(RR_ERR_SYSTEM, "protocol error: {} sent transport {}", what, tail[16]);
+  a.pidNamespace = wire::get64(tail);
+  a.ipcNamespace = wire::get64(tail + 8);
+  a.transport = static_cast<TransportKind>(tail[16]);
+}
+
 std::string encodeStatus(rr_result_t code, const std::string& text) {
   const std::string t = text.substr(0, kMaxStatusText);
   std::string out(8 + t.size(), '\0');
@@ -28,9 +51,11 @@ std::string encodeStatus(rr_result_t code, const std::string& text) {
   return out;
 }
 
-std::string encodeVerdict(int size, const Endpoint& right, const std::vector<Endpoint>& partners) {
-  std::string out(4, '\0');
+std::string encodeVerdict(int size, TransportKind transport, const Endpoint& right,
+                          const std::vector<Endpoint>& partners) {
+  std::string out(5, '\0');
   wire::put32(reinterpret_cast<uint8_t*>(out.data()), static_cast<uint32_t>(size));
+  out[4] = static_cast<char>(transport);
   out += encodeEndpoint(right);
   for (const Endpoint& e : partners) out += encodeEndpoint(e);
   return out;
@@ -51,8 +76,8 @@ Error decodeStatus(const uint8_t* head, std::string text) {
   return Error(static_cast<rr_result_t>(wire::get32(head)), std::move(text));
 }
 
-void sendEndpoint(int fd, const Endpoint& e, Deadline deadline, const std::string& what) {
-  const std::string m = encodeEndpoint(e);
+void sendArrival(int fd, const Arrival& a, Deadline deadline, const std::string& what) {
+  const std::string m = encodeArrival(a);
   sendAll(fd, m.data(), m.size(), deadline, what);
 }
 
@@ -102,6 +127,14 @@ Endpoint recvEndpoint(int fd, Deadline deadline, const std::string& what) {
   recvAll(fd, e.ip.data(), head[2], deadline, what);
   makeAddr(e.ip, e.port);  // throws unless it is a numeric address
   return e;
+}
+
+TransportKind recvJobTransport(int fd, Deadline deadline, const std::string& what) {
+  uint8_t t = 0;
+  recvAll(fd, &t, 1, deadline, what);
+  if (t != static_cast<uint8_t>(TransportKind::kTcp) && t != static_cast<uint8_t>(TransportKind::kUcx))
+    fail(RR_ERR_SYSTEM, "protocol error: {} chose transport {}", what, t);
+  return static_cast<TransportKind>(t);
 }
 
 }  // namespace rr

@@ -1,11 +1,15 @@
 // The messages of the bootstrap connections after the handshake (DESIGN.md §5), all
 // little-endian, field by field:
 //
-//   rank r -> rank 0   endpoint   port u16 | length u8 (1..64) | numeric IP
+//   rank r -> rank 0   arrival    endpoint: port u16 | length u8 (1..64) | numeric IP,
+//                                 then pid namespace u64 | IPC namespace u64 (inodes; 0:
+//                                 unknown) | transport u8 (TransportKind: tcp, ucx, either)
 //                                 or length 0, then a status: why rank r cannot join
-//   rank 0 -> rank r   verdict    ranks u32 (the job's size) | the right neighbour's endpoint
-//                                 | the endpoint of each recursive doubling partner that r
-//                                 connects to, in rdPartners order (both sides know how many)
+//   rank 0 -> rank r   verdict    ranks u32 (the job's size) | the job's transport u8 (tcp
+//                                 or ucx: what a rank of "either" runs) | the right
+//                                 neighbour's endpoint | the endpoint of each recursive
+//                                 doubling partner that r connects to, in rdPartners order
+//                                 (both sides know how many)
 //                                 or ranks 0, then a status: why the job cannot form
 //   both ways          status     code u32 (RR_SUCCESS or the failure) | length u32 | text
 //
@@ -42,10 +46,27 @@ class JoinFailed : public Error {
   using Error::Error;
 };
 
+// What a rank publishes at the rendezvous: where its transport listens, where it runs (its
+// namespaces: ranks that share a host and these may share memory) and which transport it
+// runs (TransportKind).
+struct Arrival {
+  Endpoint endpoint;
+  uint64_t pidNamespace = 0;
+  uint64_t ipcNamespace = 0;
+  TransportKind transport = TransportKind::kTcp;
+};
+constexpr size_t kArrivalTail = 17;  // the bytes after the endpoint
+
+// This process's arrival with `endpoint` and `transport`.
+Arrival arrivalHere(const Endpoint& endpoint, TransportKind transport);
 std::string encodeEndpoint(const Endpoint& e);
-// Rank 0 -> rank r after the rendezvous: the job's size, r's right neighbour and the
-// partners r connects to, or (a size of 0, then a status) why the job cannot form.
-std::string encodeVerdict(int size, const Endpoint& right, const std::vector<Endpoint>& partners = {});
+std::string encodeArrival(const Arrival& a);
+// The arrival's tail (kArrivalTail bytes) into `a`; throws RR_ERR_SYSTEM for a malformed one.
+void decodeArrivalTail(const uint8_t* tail, Arrival& a, const std::string& what);
+// Rank 0 -> rank r after the rendezvous: the job's size and transport, r's right neighbour
+// and the partners r connects to, or (a size of 0, then a status) why the job cannot form.
+std::string encodeVerdict(int size, TransportKind transport, const Endpoint& right,
+                          const std::vector<Endpoint>& partners = {});
 std::string encodeJobFailed(const Error& why);
 std::string encodeStatus(rr_result_t code, const std::string& text);
 // The status whose 8-byte head is `head`; throws RR_ERR_SYSTEM for a malformed one.
@@ -53,9 +74,11 @@ std::string encodeStatus(rr_result_t code, const std::string& text);
 size_t statusLength(const uint8_t* head, const std::string& what);
 Error decodeStatus(const uint8_t* head, std::string text);
 
-void sendEndpoint(int fd, const Endpoint& e, Deadline deadline, const std::string& what);
-// Throws JoinFailed when the rank says it cannot join.
+void sendArrival(int fd, const Arrival& a, Deadline deadline, const std::string& what);
+// An endpoint of the verdict. Throws JoinFailed when the sender says it cannot join.
 Endpoint recvEndpoint(int fd, Deadline deadline, const std::string& what);
+// The verdict's transport byte.
+TransportKind recvJobTransport(int fd, Deadline deadline, const std::string& what);
 void sendStatus(int fd, rr_result_t code, const std::string& text, Deadline deadline,
                 const std::string& what);
 Error recvStatus(int fd, Deadline deadline, const std::string& what);

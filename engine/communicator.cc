@@ -28,6 +28,7 @@
 #include "transport/event_set.h"
 #include "transport/tcp/tcp_transport.h"
 #ifdef RR_HAVE_UCX
+#include "transport/auto_transport.h"
 #include "transport/ucx/ucx_transport.h"
 #endif
 
@@ -128,6 +129,8 @@ void Communicator::connect() {
 #ifdef RR_HAVE_UCX
   if (config_.transport == "ucx")
     transport_ = std::make_unique<UcxTransport>(transportJob(config_), *log_);
+  else if (config_.transport == "auto")
+    transport_ = std::make_unique<AutoTransport>(transportJob(config_), config_.socketsPerLink, *log_);
 #endif
   if (!transport_)
     transport_ = std::make_unique<TcpTransport>(transportJob(config_), config_.socketsPerLink, *log_);

@@ -76,7 +76,9 @@ struct Config {
   int timeoutMs = 300000;
   int connectTimeoutMs = 300000;
   std::string ifname;
-  std::string transport = "auto";  // tcp or ucx once loaded
+  // tcp, ucx, or auto (rank 0 chooses at init: transport/auto_transport.h); tcp once loaded
+  // in a build without UCX.
+  std::string transport = "auto";
   int socketsPerLink = 2;
   size_t segmentBytes = 1 << 20;
   size_t fusionBytes = 4 << 20;

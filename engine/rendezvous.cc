@@ -32,7 +32,7 @@ class Session;
 
 class Server {
  public:
-  Server(const Config& c, int listenFd, std::vector<Endpoint>& table, Deadline deadline,
+  Server(const Config& c, int listenFd, std::vector<Arrival>& table, Deadline deadline,
          spdlog::logger& log)
       : c_(c),
         job_{c.jobId, c.secret},
@@ -90,7 +90,7 @@ class Server {
   }
   void release(const Hello& h) { claimed_[static_cast<size_t>(h.rank)] = false; }
 
-  void commit(const Hello& h, Fd fd, Endpoint e) {
+  void commit(const Hello& h, Fd fd, Arrival e) {
     conns_[static_cast<size_t>(h.rank)] = std::move(fd);
     table_[static_cast<size_t>(h.rank)] = std::move(e);
     if (++joined_ == c_.size - 1) windDown(kDoneGrace, true);
@@ -151,7 +151,7 @@ class Server {
 
   const Config& c_;
   JobIdentity job_;
-  std::vector<Endpoint>& table_;
+  std::vector<Arrival>& table_;
   spdlog::logger& log_;
   asio::io_context io_;  // first: destroyed last, after everything that uses it
   tcp::acceptor acceptor_;
@@ -248,7 +248,7 @@ class Session : public std::enable_shared_from_this<Session> {
       if (len == 0) return self->readJoinError();
       if (len > kMaxEndpointIp)
         return self->fail(fmt::format("protocol error: an address of {} bytes", len), RR_ERR_SYSTEM);
-      self->text_.assign(len, '\0');
+      self->text_.assign(len + kArrivalTail, '\0');  // the IP, then the arrival's tail
       asio::async_read(self->socket_, asio::buffer(self->text_), [self](std::error_code e2, size_t) {
         if (e2) return self->fail(lost(e2) + " in its endpoint", RR_ERR_PEER_LOST);
         self->onEndpoint();
@@ -257,9 +257,13 @@ class Session : public std::enable_shared_from_this<Session> {
   }
 
   void onEndpoint() {
-    Endpoint e{text_, wire::get16(head_)};
+    const size_t ipLength = text_.size() - kArrivalTail;
+    Arrival e;
+    e.endpoint = Endpoint{text_.substr(0, ipLength), wire::get16(head_)};
     try {
-      makeAddr(e.ip, e.port);  // a numeric address, or the rank is turned away
+      makeAddr(e.endpoint.ip, e.endpoint.port);  // a numeric address, or the rank is turned away
+      decodeArrivalTail(reinterpret_cast<const uint8_t*>(text_.data()) + ipLength, e,
+                        fmt::format("rank {}", hello_ok_.rank));
     } catch (const Error& err) {
       return fail(err.what(), err.code());
     }
@@ -397,7 +401,7 @@ void reserveFds(int needed, spdlog::logger& log) {
              lim.rlim_max, needed);
 }
 
-std::vector<Fd> gatherRanks(const Config& c, int listenFd, std::vector<Endpoint>& table,
+std::vector<Fd> gatherRanks(const Config& c, int listenFd, std::vector<Arrival>& table,
                             Deadline deadline, spdlog::logger& log) {
   Server server(c, listenFd, table, deadline, log);
   std::vector<Fd> conns = server.run();

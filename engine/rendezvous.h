@@ -1,6 +1,6 @@
 // Rendezvous: rank 0's side of the bootstrap (DESIGN.md §5), event-driven on Asio.
 //
-//   rank r --connect--> rank 0: challenge, hello + HMAC, reply, endpoint (bootstrap_wire.h)
+//   rank r --connect--> rank 0: challenge, hello + HMAC, reply, arrival (bootstrap_wire.h)
 //
 // One thread (the caller's) runs an io_context: asynchronous accepts, and for every
 // connection an asynchronous handshake and endpoint read under a deadline timer of its own
@@ -28,9 +28,9 @@ namespace rr {
 
 // Accepts ranks 1..size-1 on listenFd until all have joined or the deadline. Returns their
 // bootstrap connections (index = rank; [0] empty) and fills table[1..size-1] with their
-// data endpoints. On failure (a rank missing at the deadline, a rank that cannot join)
+// arrivals (data endpoints, namespaces, transports). On failure (a rank missing at the deadline, a rank that cannot join)
 // every rank that joined is told why, then Error is thrown.
-std::vector<Fd> gatherRanks(const Config& c, int listenFd, std::vector<Endpoint>& table,
+std::vector<Fd> gatherRanks(const Config& c, int listenFd, std::vector<Arrival>& table,
                             Deadline deadline, spdlog::logger& log);
 
 // Rank 0 holds one bootstrap connection per rank for the job's life: raise the soft limit

@@ -8,6 +8,14 @@
 #   dies      rank 1 exits between the rendezvous and its ring connections
 #   reported  rank 1 exits after it told rank 0 its ring formed, before its links' traits
 #   transport rank 1 has RR_TRANSPORT=ucx, the others tcp (with RR_TEST_UCX=1: a UCX build)
+# and RR_TRANSPORT=auto's choice (auto_transport.h; with RR_TEST_UCX=1), the job formed on
+# every rank over the transport named, and one all-reduce over it right on every rank:
+#   auto        every rank auto, on this host: ucx, rank 0 saying why
+#   autotcp     rank 2 has RR_TRANSPORT=tcp: tcp
+#   autoucx     rank 1 has RR_TRANSPORT=ucx (UCX_TLS=sm): ucx
+#   autonoucx   UCX cannot start on rank 3 (UCX_TLS names nothing it has): tcp
+#   autopidns   rank 3 in a pid namespace of its own (unshare, where this host allows it):
+#               tcp, rank 0 naming the namespaces
 # Usage: init_fault_test.sh SEMANTICS_CHECK
 set -uo pipefail
 check=$1
@@ -15,16 +23,20 @@ dir=$(mktemp -d)
 trap 'kill -9 $(jobs -p) 2>/dev/null; rm -rf "$dir"' EXIT
 port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 failed=0
-# run CASE LIMIT_S VAR=VALUE@RANK...: starts 4 ranks with those extra variables.
+# run CASE LIMIT_S VAR=VALUE@RANK...: starts 4 ranks with those extra variables; +WORDS@RANK
+# runs that rank under the command WORDS (split at spaces).
 run() {
   local name=$1 limit=$2
   shift 2
   local p=$(port) pids=() r
   for r in 0 1 2 3; do
-    local extra=()
-    for kv in "$@"; do [ "${kv##*@}" = $r ] && extra+=("${kv%@*}"); done
+    local extra=() wrap=()
+    for kv in "$@"; do
+      [ "${kv##*@}" = $r ] || continue
+      if [ "${kv:0:1}" = + ]; then read -ra wrap <<<"${kv:1:${#kv}-3}"; else extra+=("${kv%@*}"); fi
+    done
     env RR_RANK=$r RR_SIZE=4 RR_ADDR=127.0.0.1:$p RR_SECRET=init-test RR_TIMEOUT_MS=4000 \
-      "${extra[@]}" timeout --kill-after=5 60 "$check" init-report >"$dir/$name.$r" 2>"$dir/$name.err.$r" &
+      "${extra[@]}" timeout --kill-after=5 60 "${wrap[@]}" "$check" init-report >"$dir/$name.$r" 2>"$dir/$name.err.$r" &
     pids+=($!)
   done
   local start=$(date +%s.%N)
@@ -60,5 +72,41 @@ expect reported "0 2 3" "init: .*rank 1 did not report its ring connections"
 if [ "${RR_TEST_UCX:-0}" = 1 ]; then
   run transport 30 RR_TRANSPORT=ucx@1 UCX_TLS=tcp@1 UCX_NET_DEVICES=lo@1
   expect transport "0 1 2 3" "init: invalid argument: .*rank [0-9] uses the (ucx|tcp) transport, rank [0-9] uses (tcp|ucx)"
+  # chose CASE TRANSPORT [RANK-0 PATTERN]: every rank formed the job (its init report says
+  # so), logged that it runs over TRANSPORT, and rank 0 logged why, matching the pattern.
+  chose() {
+    local name=$1 want=$2 why=${3:-} r
+    for r in 0 1 2 3; do
+      if [ "$(cat "$dir/$name.rc.$r")" != 0 ] || ! grep -q "init: success" "$dir/$name.$r" ||
+         ! grep -q "allreduce: right" "$dir/$name.$r" ||
+         ! grep -q "RR_TRANSPORT=auto: the job runs over $want\|ring connected over $want" "$dir/$name.err.$r"; then
+        echo "FAILED: $name: rank $r did not form the job over $want"
+        grep -h "init: \|RR_TRANSPORT=auto\|ring connected" "$dir/$name.$r" "$dir/$name.err.$r" | cut -c1-300 | sed 's/^/    /'
+        failed=1
+      fi
+    done
+    if [ -n "$why" ] && ! grep -qE "RR_TRANSPORT=auto: $want, because $why" "$dir/$name.err.0"; then
+      echo "FAILED: $name: rank 0 did not log: RR_TRANSPORT=auto: $want, because $why"
+      grep -h "RR_TRANSPORT=auto" "$dir/$name.err.0" | sed 's/^/    /'
+      failed=1
+    fi
+  }
+  all() { local r; for r in 0 1 2 3; do echo "$1@$r"; done; }
+  run auto 30 $(all RR_TRANSPORT=auto) $(all RR_LOG_LEVEL=info)
+  chose auto ucx "all 4 ranks share one host \(IP 127.0.0.1, pid and IPC namespaces\)"
+  run autotcp 30 $(all RR_TRANSPORT=auto) RR_TRANSPORT=tcp@2 $(all RR_LOG_LEVEL=info)
+  chose autotcp tcp "rank 2 runs TCP only"
+  run autoucx 30 $(all RR_TRANSPORT=auto) RR_TRANSPORT=ucx@1 UCX_TLS=sm@1 $(all RR_LOG_LEVEL=info)
+  chose autoucx ucx "all 4 ranks share one host"
+  run autonoucx 30 $(all RR_TRANSPORT=auto) UCX_TLS=nosuch@3 $(all RR_LOG_LEVEL=info)
+  chose autonoucx tcp "rank 3 runs TCP only"
+  grep -q "UCX cannot start on rank 3" "$dir/autonoucx.err.3" ||
+    { echo "FAILED: autonoucx: rank 3 did not say UCX cannot start"; failed=1; }
+  if unshare --pid --fork true 2>/dev/null; then
+    run autopidns 30 $(all RR_TRANSPORT=auto) $(all RR_LOG_LEVEL=info) "+unshare --pid --fork@3"
+    chose autopidns tcp "ranks 0 and 3 share IP 127.0.0.1 but not pid and IPC namespaces"
+  else
+    echo "== autopidns skipped: unshare --pid is not allowed here"
+  fi
 fi
 exit $failed

@@ -83,8 +83,8 @@ int clients(const rr::SockAddr& addr, const rr::JobIdentity& job, int size, int 
           rr::Fd fd = rr::connectTo(addr, deadline, "rank 0");
           rr::handshakeClient(fd.get(), job, rr::Hello{rr::LinkRole::kBootstrap, r, size, 0, 0},
                               deadline, "rank 0");
-          rr::sendEndpoint(fd.get(), rr::Endpoint{"127.0.0.1", static_cast<uint16_t>(10000 + r % 50000)},
-                           deadline, "rank 0");
+          const rr::Endpoint e{"127.0.0.1", static_cast<uint16_t>(10000 + r % 50000)};
+          rr::sendArrival(fd.get(), rr::arrivalHere(e, rr::TransportKind::kTcp), deadline, "rank 0");
           mine.emplace_back(r, std::move(fd));
           if (r == 1) rank1Joined = true;
         } catch (const rr::Error& e) {
@@ -98,13 +98,14 @@ int clients(const rr::SockAddr& addr, const rr::JobIdentity& job, int size, int 
         try {
           uint8_t n[4];
           rr::recvAll(fd.get(), n, 4, deadline, "rank 0");
+          const bool tcp = rr::recvJobTransport(fd.get(), deadline, "rank 0") == rr::TransportKind::kTcp;
           const rr::Endpoint e = rr::recvEndpoint(fd.get(), deadline, "rank 0");
           bool partnersRight = true;
           for (int p : rr::rdPartners(r, size))
             if (rr::rdConnects(r, p)) partnersRight &= rr::recvEndpoint(fd.get(), deadline, "rank 0").port == portOf(p);
           uint8_t extra = 0;
           const bool more = ::recv(fd.get(), &extra, 1, MSG_DONTWAIT) > 0;
-          if (rr::wire::get32(n) == static_cast<uint32_t>(size) && e.port == portOf((r + 1) % size) &&
+          if (rr::wire::get32(n) == static_cast<uint32_t>(size) && tcp && e.port == portOf((r + 1) % size) &&
               partnersRight && !more)
             ++ok;
           else ++wrong;
@@ -155,7 +156,7 @@ int clients(const rr::SockAddr& addr, const rr::JobIdentity& job, int size, int 
     rr::Fd fd = rr::connectTo(addr, rr::deadlineIn(3000), "rank 0");
     rr::handshakeClient(fd.get(), job, rr::Hello{rr::LinkRole::kBootstrap, 1, size, 0, 0},
                         rr::deadlineIn(10000), "rank 0");
-    rr::sendEndpoint(fd.get(), rr::Endpoint{"127.0.0.1", 1}, rr::deadlineIn(5000), "rank 0");
+    rr::sendArrival(fd.get(), rr::Arrival{rr::Endpoint{"127.0.0.1", 1}}, rr::deadlineIn(5000), "rank 0");
     uint8_t n[4];
     rr::recvAll(fd.get(), n, 4, rr::deadlineIn(20000), "rank 0");  // must not come
   });
@@ -205,18 +206,19 @@ int main(int argc, char** argv) {
   const int threadsBefore = countThreads();  // this thread and the sampler
   const long rssBefore = statusField("VmRSS");
   const auto t0 = Clock::now();
-  std::vector<rr::Endpoint> table(static_cast<size_t>(size));
+  std::vector<rr::Arrival> table(static_cast<size_t>(size));
   int rc = 0;
   size_t sent = 0;
   try {
     std::vector<rr::Fd> conns = rr::gatherRanks(c, listener.get(), table, rr::deadlineIn(60000), *log);
     const double formed = std::chrono::duration<double>(Clock::now() - t0).count();
-    table[0] = rr::Endpoint{"127.0.0.1", 9999};
-    for (int r = 1; r < size; ++r) {  // as bootstrap.cc sends it: the size, the right neighbour, partners
+    table[0].endpoint = rr::Endpoint{"127.0.0.1", 9999};
+    for (int r = 1; r < size; ++r) {  // as bootstrap.cc sends it: size, transport, right neighbour, partners
       std::vector<rr::Endpoint> partners;
       for (int p : rr::rdPartners(r, size))
-        if (rr::rdConnects(r, p)) partners.push_back(table[static_cast<size_t>(p)]);
-      const std::string verdict = rr::encodeVerdict(size, table[static_cast<size_t>((r + 1) % size)], partners);
+        if (rr::rdConnects(r, p)) partners.push_back(table[static_cast<size_t>(p)].endpoint);
+      const std::string verdict = rr::encodeVerdict(size, rr::TransportKind::kTcp,
+                                                    table[static_cast<size_t>((r + 1) % size)].endpoint, partners);
       rr::sendAll(conns[static_cast<size_t>(r)].get(), verdict.data(), verdict.size(), rr::deadlineIn(10000), "rank");
       sent += verdict.size();
     }

@@ -362,7 +362,19 @@ int main(int argc, char** argv) {
     const rr_result_t rc = rr_comm_init_from_env(&comm);
     std::printf("rank %s: init: %s: %s\n", r != nullptr ? r : "?", rr_result_string(rc),
                 rc == RR_SUCCESS ? "" : rr_last_error());
-    if (rc == RR_SUCCESS) rr_comm_destroy(comm);
+    if (rc == RR_SUCCESS) {
+      // One all-reduce of 1 MiB over the links init made (pulled frames where UCX's shared
+      // memory reads its peers' memory): each rank's own rank number, summed.
+      std::vector<float> v(1 << 18, static_cast<float>(std::atoi(r != nullptr ? r : "0")));
+      int size = 0;
+      rr_comm_size(comm, &size);
+      const rr_result_t ar = rr_allreduce(comm, v.data(), v.data(), v.size(), RR_FLOAT32, RR_SUM, nullptr);
+      const float want = static_cast<float>(size * (size - 1) / 2);
+      const bool right = ar == RR_SUCCESS && std::all_of(v.begin(), v.end(), [want](float x) { return x == want; });
+      std::printf("rank %s: allreduce: %s\n", r != nullptr ? r : "?",
+                  right ? "right" : ar == RR_SUCCESS ? "wrong values" : rr_last_error());
+      rr_comm_destroy(comm);
+    }
     return 0;
   }
   if (mode == "algo-mismatch") {  // before init: the setting is read there

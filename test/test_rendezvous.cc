@@ -46,7 +46,7 @@ TEST_CASE("a rank still in its handshake when the job forms is told why; one aft
   std::ostringstream logged;
   spdlog::logger log("rendezvous-test", std::make_shared<spdlog::sinks::ostream_sink_mt>(logged));
 
-  std::vector<rr::Endpoint> table(2);
+  std::vector<rr::Arrival> table(2);
   std::vector<rr::Fd> conns;
   std::string failure;
   std::thread rankZeroThread([&] {
@@ -66,12 +66,16 @@ TEST_CASE("a rank still in its handshake when the job forms is told why; one aft
   rr::Fd one = rr::connectTo(addr, rr::deadlineIn(5000), "rank 0");
   rr::handshakeClient(one.get(), job, rr::Hello{rr::LinkRole::kBootstrap, 1, 2, 0, 0}, rr::deadlineIn(5000),
                       "rank 0");
-  rr::sendEndpoint(one.get(), rr::Endpoint{"127.0.0.1", 4242}, rr::deadlineIn(5000), "rank 0");
+  rr::sendArrival(one.get(), rr::Arrival{rr::Endpoint{"127.0.0.1", 4242}, 7, 8, rr::TransportKind::kEither},
+                  rr::deadlineIn(5000), "rank 0");
   rankZeroThread.join();  // after the grace given to the open session
   REQUIRE(failure.empty());
   REQUIRE(conns.size() == 2);
   CHECK(conns[1]);
-  CHECK(table[1].port == 4242);
+  CHECK(table[1].endpoint.port == 4242);
+  CHECK(table[1].pidNamespace == 7);
+  CHECK(table[1].ipcNamespace == 8);
+  CHECK(table[1].transport == rr::TransportKind::kEither);
 
   // Rank 0 still holds its listening socket (as it does while it sends the verdicts), but
   // a rank that comes now is refused at once, not queued and then reset.

@@ -30,7 +30,9 @@ constexpr uint32_t kMagic = 0x52524431;  // "RRD1"
 //    version 3 could not form a job with these, and now are told why at the handshake
 // 5: the links' traits carry kTraitOneHost, by which auto chooses the all-reduce's
 //    algorithm (engine/config.h): a rank of version 4 would choose by other thresholds
-constexpr uint16_t kProtocolVersion = 5;
+// 6: a rank's arrival at the rendezvous carries its namespaces and transport, and the
+//    verdict the job's transport (engine/bootstrap_wire.h), by which RR_TRANSPORT=auto chooses
+constexpr uint16_t kProtocolVersion = 6;
 
 // kData: a TCP data socket; kUcx: the connection over which two UCX neighbours exchange
 // their worker addresses (transport/ucx/ucx_transport.h).

@@ -4,6 +4,7 @@
 #include <ifaddrs.h>
 #include <net/if.h>
 #include <netinet/in.h>
+#include <sys/stat.h>
 
 #include <spdlog/spdlog.h>
 
@@ -76,6 +77,12 @@ std::string chooseListenIp(int rank, const std::string& ifname, const std::strin
          rank, ifname);
   log.info("using interface {} address {} (RR_SOCKET_IFNAME={})", found->name, found->ip, ifname);
   return found->ip;
+}
+
+uint64_t namespaceInode(const char* name) {
+  struct stat st{};
+  const std::string path = std::string("/proc/self/ns/") + name;
+  return ::stat(path.c_str(), &st) == 0 ? static_cast<uint64_t>(st.st_ino) : 0;
 }
 
 }  // namespace rr

@@ -4,6 +4,7 @@
 //   "=eth0"      exactly eth0 ("^=eth0": all but exactly eth0)
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
@@ -36,5 +37,9 @@ std::optional<InterfaceAddr> findInterface(const InterfaceSpec& spec);
 // the rank and the spec when nothing matches.
 std::string chooseListenIp(int rank, const std::string& ifname, const std::string& routeIp,
                            spdlog::logger& log);
+
+// The inode of one of this process's namespaces (/proc/self/ns/NAME: "pid", "ipc", "net"),
+// 0 if unknown: two processes share the namespace exactly when the inodes are equal.
+uint64_t namespaceInode(const char* name);
 
 }  // namespace rr

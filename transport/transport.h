@@ -52,6 +52,11 @@ struct RingPeers {
   std::vector<int> accept;
 };
 
+// Which transport a rank runs, as it publishes it in the rendezvous (bootstrap_wire.h):
+// one of the two, or either (RR_TRANSPORT=auto in a build with UCX), when rank 0 chooses
+// for the whole job (bootstrap.cc, jobTransport).
+enum class TransportKind : uint8_t { kTcp = 0, kUcx = 1, kEither = 2 };
+
 // What every transport is told about the job.
 struct TransportJob {
   int rank = 0;
@@ -65,6 +70,11 @@ class Transport {
  public:
   virtual ~Transport() = default;
   virtual const char* name() const = 0;
+  // What this rank publishes: the transport it runs, or kEither where it takes rank 0's choice.
+  virtual TransportKind kind() const = 0;
+  // Rank 0's choice for the job (kTcp or kUcx, the same on every rank), after listen and
+  // before connectRing. A transport of one kind has nothing to do. Throws Error.
+  virtual void choose(TransportKind /*job*/) {}
 
   // Opens what the neighbours connect to. `routeIp` is this rank's address on the route to
   // rank 0 (the default when no interface is chosen). Returns the endpoint to publish.

@@ -19,8 +19,11 @@ class TcpTransport final : public Transport {
   TcpTransport(TransportJob job, int socketsPerLink, spdlog::logger& log);
 
   const char* name() const override { return "tcp"; }
+  TransportKind kind() const override { return TransportKind::kTcp; }
   Endpoint listen(const std::string& routeIp) override;
   RingLinks connectRing(const RingPeers& peers, EventSet& events, Deadline deadline) override;
+  // The listener, for another transport to take in its place (AutoTransport).
+  Fd releaseListener() { return std::move(listener_); }
 
  private:
   // The left neighbour's sockets, in socket-index order, and one socket per partner in

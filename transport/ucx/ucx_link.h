@@ -66,9 +66,10 @@ class UcxLink;
 class UcxWorker final : public EventTarget, public SleepGuard {
  public:
   // `rank`: the communicator's rank, which UCX's own log lines carry (routeUcxLogs); -1 for
-  // a worker of no communicator (`ringreduce info`). Throws Error naming the UCP call that
-  // failed.
-  explicit UcxWorker(int rank = -1);
+  // a worker of no communicator (`ringreduce info`). `sharedMemory`: UCX_TLS=sm where the
+  // user did not set UCX_TLS (RR_TRANSPORT=auto on one host). Throws Error naming the UCP
+  // call that failed.
+  explicit UcxWorker(int rank = -1, bool sharedMemory = false);
   ~UcxWorker();
   UcxWorker(const UcxWorker&) = delete;
   UcxWorker& operator=(const UcxWorker&) = delete;
@@ -135,6 +136,8 @@ class UcxWorker final : public EventTarget, public SleepGuard {
     bool sharedMemory = false;  // posix or sysv is among them
   };
   void init(const Uses& uses);
+  // Shared memory only, where UCX_TLS is not set (the constructor's sharedMemory).
+  bool sharedMemoryOnly_ = false;
 
   ucp_context_h context_ = nullptr;
   ucp_worker_h worker_ = nullptr;

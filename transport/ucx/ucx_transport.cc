@@ -3,7 +3,6 @@
 
 #include <spdlog/spdlog.h>
 #include <sys/socket.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -32,13 +31,6 @@ struct PeerInfo {
   bool canPull = false; // the peer can read this rank's memory (UcxWorker::pullCapable)
   uint64_t pidNamespace = 0;
 };
-
-// The inode of this process's pid namespace (0 if unknown): a pid means the same process
-// to two ranks only within one namespace.
-uint64_t pidNamespace() {
-  struct stat st{};
-  return ::stat("/proc/self/ns/pid", &st) == 0 ? static_cast<uint64_t>(st.st_ino) : 0;
-}
 
 // Each side of an authenticated connection sends its worker address, the key the other
 // side must use, its pid, whether it can pull, and its pid namespace; small enough that
@@ -82,8 +74,8 @@ uint32_t randomKey() {
 
 }  // namespace
 
-UcxTransport::UcxTransport(TransportJob job, spdlog::logger& log)
-    : job_(std::move(job)), log_(log) {}
+UcxTransport::UcxTransport(TransportJob job, spdlog::logger& log, bool sharedMemory)
+    : job_(std::move(job)), log_(log), sharedMemory_(sharedMemory) {}
 
 UcxTransport::~UcxTransport() = default;
 
@@ -91,11 +83,13 @@ Endpoint UcxTransport::listen(const std::string& routeIp) {
   // After this rank reached rank 0: a UCX that cannot start (UCX_TLS naming nothing usable)
   // is then a reason rank 0 hears and tells every rank, and UCX's start-up time does not
   // delay this rank's arrival at the rendezvous.
-  worker_ = std::make_shared<UcxWorker>(job_.rank);
+  startWorker();
   const std::string ip = chooseListenIp(job_.rank, job_.ifname, routeIp, log_);
   listener_ = listenOn(makeAddr(ip, 0), 16);
   return Endpoint{ip, localAddr(listener_.get()).port()};
 }
+
+void UcxTransport::startWorker() { worker_ = std::make_shared<UcxWorker>(job_.rank, sharedMemory_); }
 
 // The connections for the address exchange (one per link, role kUcx).
 Fd UcxTransport::acceptPeers(const std::vector<int>& accept, std::map<int, Fd>& partners, Deadline deadline) {
@@ -192,7 +186,7 @@ RingLinks UcxTransport::connectRing(const RingPeers& peers, EventSet& events, De
   pending.push_back({right, std::move(rightFd), rightName, randomKey()});
   for (auto& [partner, fd] : partnerFds) pending.push_back({partner, std::move(fd), partnerName(partner), randomKey()});
   const std::string self = worker_->address();
-  const uint64_t ownNamespace = pidNamespace();
+  const uint64_t ownNamespace = namespaceInode("pid");  // a pid names one process only within it
   for (const Pending& p : pending)
     sendInfo(p.fd.get(), self, p.key, worker_->pullCapable(), ownNamespace, deadline, p.name);
   worker_->attach(events);

@@ -30,11 +30,18 @@ class UcxWorker;
 
 class UcxTransport final : public Transport {
  public:
-  UcxTransport(TransportJob job, spdlog::logger& log);
+  // sharedMemory: UCX's shared-memory transports only, unless UCX_TLS says otherwise (for
+  // auto's choice, which takes UCX only where every rank shares one host).
+  UcxTransport(TransportJob job, spdlog::logger& log, bool sharedMemory = false);
   ~UcxTransport() override;
 
   const char* name() const override { return "ucx"; }
+  TransportKind kind() const override { return TransportKind::kUcx; }
   Endpoint listen(const std::string& routeIp) override;
+  // listen's two steps for AutoTransport, which listens before it knows the transport and
+  // starts UCX (startWorker) before the rendezvous, to learn whether UCX can start here.
+  void startWorker();
+  void adoptListener(Fd listener) { listener_ = std::move(listener); }
   RingLinks connectRing(const RingPeers& peers, EventSet& events, Deadline deadline) override;
 
   // What UCX sees on this host (devices and transports), for `ringreduce info`.
@@ -46,6 +53,7 @@ class UcxTransport final : public Transport {
 
   TransportJob job_;
   spdlog::logger& log_;
+  bool sharedMemory_;
   std::shared_ptr<UcxWorker> worker_;
   Fd listener_;
 };

@@ -160,7 +160,8 @@ void routeUcxLogs(int rank) {
 
 }  // namespace
 
-UcxWorker::UcxWorker(int rank) {
+UcxWorker::UcxWorker(int rank, bool sharedMemory)
+    : sharedMemoryOnly_(sharedMemory && std::getenv("UCX_TLS") == nullptr) {
   routeUcxLogs(rank);
   init(Uses{});
   transports_ = transportsOf(contextInfo(context_));
@@ -188,6 +189,7 @@ void UcxWorker::init(const Uses& uses) {
   params.name = "ringreduce";
   ucp_config_t* config = nullptr;
   check(ucp_config_read(nullptr, nullptr, &config), "ucp_config_read (check the UCX_* variables)");
+  if (sharedMemoryOnly_) ucp_config_modify(config, "TLS", "sm");
   if (uses.eagerOnly) ucp_config_modify(config, "RNDV_THRESH", "inf");
   // UCX 1.13's tcp completes a zero-copy send twice when its peer dies while the bytes are
   // on their way, and its assertion aborts this process (uct_iface.h:884 "comp->count > 0",

@@ -1,0 +1,48 @@
+// AutoTransport; see auto_transport.h.
+#include "transport/auto_transport.h"
+
+#include <spdlog/spdlog.h>
+
+#include "transport/error.h"
+
+namespace rr {
+
+AutoTransport::AutoTransport(TransportJob job, int socketsPerLink, spdlog::logger& log)
+    : log_(log),
+      rank_(job.rank),
+      tcp_(std::make_unique<TcpTransport>(job, socketsPerLink, log)),
+      ucx_(std::make_unique<UcxTransport>(std::move(job), log, true)) {}
+
+const char* AutoTransport::name() const { return chosen_ != nullptr ? chosen_->name() : "auto"; }
+
+Endpoint AutoTransport::listen(const std::string& routeIp) {
+  const Endpoint self = tcp_->listen(routeIp);
+  try {
+    ucx_->startWorker();
+  } catch (const Error& e) {
+    log_.info("RR_TRANSPORT=auto: UCX cannot start on rank {} ({}); this rank offers TCP only", rank_,
+              e.what());
+    ucx_.reset();
+    chosen_ = tcp_.get();  // kind() says kTcp now: rank 0 will choose TCP for every rank
+  }
+  return self;
+}
+
+void AutoTransport::choose(TransportKind job) {
+  if (job == TransportKind::kUcx && ucx_) {
+    ucx_->adoptListener(tcp_->releaseListener());
+    chosen_ = ucx_.get();
+  } else {
+    if (job == TransportKind::kUcx)  // rank 0 checks every rank's offer: not reached
+      fail(RR_ERR_INTERNAL, "rank {}: rank 0 chose UCX, which this rank cannot start", rank_);
+    ucx_.reset();  // its worker and shared memory go now
+    chosen_ = tcp_.get();
+  }
+}
+
+RingLinks AutoTransport::connectRing(const RingPeers& peers, EventSet& events, Deadline deadline) {
+  if (chosen_ == nullptr) fail(RR_ERR_INTERNAL, "rank {}: the transport was not chosen before connecting", rank_);
+  return chosen_->connectRing(peers, events, deadline);
+}
+
+}  // namespace rr

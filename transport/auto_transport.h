@@ -1,0 +1,44 @@
+// AutoTransport: RR_TRANSPORT=auto in a build with UCX. Rank 0 chooses the transport for
+// the whole job from what every rank published at the rendezvous (engine/bootstrap.cc,
+// jobTransport): UCX over shared memory where every rank shares one host (the same IP,
+// pid and IPC namespaces) and every rank could start UCX; TCP otherwise.
+//
+//   listen     one TCP listener, as TcpTransport's: the neighbours and partners connect to
+//              it under either transport (UcxTransport's address exchange is TCP too);
+//              UCX's worker started (shared memory only, unless UCX_TLS says otherwise) to
+//              learn whether it can start here; if it cannot, this rank publishes kTcp
+//   choose     rank 0's word: UCX takes over the listener and the worker, or the worker
+//              goes and TCP stays
+//   connectRing  the chosen transport's
+//
+// Across hosts TCP stays the choice: UCX's tcp was 0.58-0.74 of the TCP backend at n = 4
+// here, and RDMA is untested (README, "The UCX transport").
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "transport/tcp/tcp_transport.h"
+#include "transport/ucx/ucx_transport.h"
+
+namespace rr {
+
+class AutoTransport final : public Transport {
+ public:
+  AutoTransport(TransportJob job, int socketsPerLink, spdlog::logger& log);
+
+  const char* name() const override;
+  TransportKind kind() const override { return ucx_ ? TransportKind::kEither : TransportKind::kTcp; }
+  Endpoint listen(const std::string& routeIp) override;
+  void choose(TransportKind job) override;
+  RingLinks connectRing(const RingPeers& peers, EventSet& events, Deadline deadline) override;
+
+ private:
+  spdlog::logger& log_;
+  int rank_;
+  std::unique_ptr<TcpTransport> tcp_;
+  std::unique_ptr<UcxTransport> ucx_;  // until choose: while UCX may still be chosen
+  Transport* chosen_ = nullptr;
+};
+
+}  // namespace rr
