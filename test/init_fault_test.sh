@@ -16,6 +16,7 @@
 #   autonoucx   UCX cannot start on rank 3 (UCX_TLS names nothing it has): tcp
 #   autopidns   rank 3 in a pid namespace of its own (unshare, where this host allows it):
 #               tcp, rank 0 naming the namespaces
+#   autoipcns   rank 3 in an IPC namespace of its own (the same): tcp
 # Usage: init_fault_test.sh SEMANTICS_CHECK
 set -uo pipefail
 check=$1
@@ -107,6 +108,12 @@ if [ "${RR_TEST_UCX:-0}" = 1 ]; then
     chose autopidns tcp "ranks 0 and 3 share IP 127.0.0.1 but not pid and IPC namespaces"
   else
     echo "== autopidns skipped: unshare --pid is not allowed here"
+  fi
+  if unshare --ipc true 2>/dev/null; then
+    run autoipcns 30 $(all RR_TRANSPORT=auto) $(all RR_LOG_LEVEL=info) "+unshare --ipc@3"
+    chose autoipcns tcp "ranks 0 and 3 share IP 127.0.0.1 but not pid and IPC namespaces"
+  else
+    echo "== autoipcns skipped: unshare --ipc is not allowed here"
   fi
 fi
 exit $failed

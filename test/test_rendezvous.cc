@@ -97,3 +97,34 @@ TEST_CASE("a rank still in its handshake when the job forms is told why; one aft
   CHECK(heard.find("all 2 ranks have already joined") != std::string::npos);
   CHECK(logged.str().find("rejected connection from 127.0.0.1:") != std::string::npos);
 }
+
+TEST_CASE("an arrival whose transport is none of tcp, ucx and either is turned away, named") {
+  rr::Fd listener = rr::listenOn(rr::makeAddr("127.0.0.1", 0), SOMAXCONN);
+  const rr::SockAddr addr = rr::localAddr(listener.get());
+  const rr::Config c = rankZero(addr);
+  const rr::JobIdentity job{c.jobId, c.secret};
+  std::ostringstream logged;
+  spdlog::logger log("rendezvous-test", std::make_shared<spdlog::sinks::ostream_sink_mt>(logged));
+
+  std::vector<rr::Arrival> table(2);
+  std::string failure;
+  std::thread rankZeroThread([&] {
+    try {
+      rr::gatherRanks(c, listener.get(), table, rr::deadlineIn(1500), log);
+    } catch (const rr::Error& e) {
+      failure = e.what();
+    }
+  });
+  rr::Fd one = rr::connectTo(addr, rr::deadlineIn(5000), "rank 0");
+  rr::handshakeClient(one.get(), job, rr::Hello{rr::LinkRole::kBootstrap, 1, 2, 0, 0}, rr::deadlineIn(5000),
+                      "rank 0");
+  std::string arrival = rr::encodeArrival(rr::Arrival{rr::Endpoint{"127.0.0.1", 4242}, 7, 8});
+  arrival.back() = 9;  // the transport byte: no such kind
+  rr::sendAll(one.get(), arrival.data(), arrival.size(), rr::deadlineIn(5000), "rank 0");
+  rankZeroThread.join();
+  INFO(logged.str());
+  INFO(failure);
+  CHECK(logged.str().find("protocol error: rank 1 sent transport 9") != std::string::npos);
+  CHECK(failure.find("rank 1 did not join") != std::string::npos);
+  CHECK(table[1].endpoint.port == 0);  // nothing taken from it
+}
