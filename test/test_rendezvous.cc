@@ -25,37 +25,47 @@
 
 namespace {
 
-rr::Config rankZero(const rr::SockAddr& addr) {
-  rr::Config c;
-  c.rank = 0;
-  c.size = 2;
-  c.addr = addr.str();
-  c.secret = "rendezvous-test";
-  c.jobId = 0x7e57;
-  c.connectTimeoutMs = 10000;
-  return c;
-}
+// Rank 0 of a job of two, its rendezvous (gatherRanks) on a thread of its own, its log kept.
+struct RankZero {
+  rr::Fd listener = rr::listenOn(rr::makeAddr("127.0.0.1", 0), SOMAXCONN);
+  rr::SockAddr addr = rr::localAddr(listener.get());
+  rr::Config c = config(addr);
+  rr::JobIdentity job{c.jobId, c.secret};
+  std::ostringstream logged;
+  spdlog::logger log{"rendezvous-test", std::make_shared<spdlog::sinks::ostream_sink_mt>(logged)};
+  std::vector<rr::Arrival> table = std::vector<rr::Arrival>(2);
+  std::vector<rr::Fd> conns;
+  std::string failure;  // gatherRanks' error, if it threw
+  std::thread thread;
+
+  static rr::Config config(const rr::SockAddr& addr) {
+    rr::Config c;
+    c.rank = 0;
+    c.size = 2;
+    c.addr = addr.str();
+    c.secret = "rendezvous-test";
+    c.jobId = 0x7e57;
+    c.connectTimeoutMs = 10000;
+    return c;
+  }
+  void start(int deadlineMs) {
+    thread = std::thread([this, deadlineMs] {
+      try {
+        conns = rr::gatherRanks(c, listener.get(), table, rr::deadlineIn(deadlineMs), log);
+      } catch (const rr::Error& e) {
+        failure = e.what();
+      }
+    });
+  }
+};
 
 }  // namespace
 
 TEST_CASE("a rank still in its handshake when the job forms is told why; one after it is refused") {
-  rr::Fd listener = rr::listenOn(rr::makeAddr("127.0.0.1", 0), SOMAXCONN);
-  const rr::SockAddr addr = rr::localAddr(listener.get());
-  const rr::Config c = rankZero(addr);
-  const rr::JobIdentity job{c.jobId, c.secret};
-  std::ostringstream logged;
-  spdlog::logger log("rendezvous-test", std::make_shared<spdlog::sinks::ostream_sink_mt>(logged));
-
-  std::vector<rr::Arrival> table(2);
-  std::vector<rr::Fd> conns;
-  std::string failure;
-  std::thread rankZeroThread([&] {
-    try {
-      conns = rr::gatherRanks(c, listener.get(), table, rr::deadlineIn(10000), log);
-    } catch (const rr::Error& e) {
-      failure = e.what();
-    }
-  });
+  RankZero zero;
+  const rr::SockAddr& addr = zero.addr;
+  const rr::JobIdentity& job = zero.job;
+  zero.start(10000);
 
   // A second rank 1 whose process is slow: connected, its challenge waiting unread.
   rr::Fd slow = rr::connectTo(addr, rr::deadlineIn(5000), "rank 0");
@@ -68,14 +78,14 @@ TEST_CASE("a rank still in its handshake when the job forms is told why; one aft
                       "rank 0");
   rr::sendArrival(one.get(), rr::Arrival{rr::Endpoint{"127.0.0.1", 4242}, 7, 8, rr::TransportKind::kEither},
                   rr::deadlineIn(5000), "rank 0");
-  rankZeroThread.join();  // after the grace given to the open session
-  REQUIRE(failure.empty());
-  REQUIRE(conns.size() == 2);
-  CHECK(conns[1]);
-  CHECK(table[1].endpoint.port == 4242);
-  CHECK(table[1].pidNamespace == 7);
-  CHECK(table[1].ipcNamespace == 8);
-  CHECK(table[1].transport == rr::TransportKind::kEither);
+  zero.thread.join();  // after the grace given to the open session
+  REQUIRE(zero.failure.empty());
+  REQUIRE(zero.conns.size() == 2);
+  CHECK(zero.conns[1]);
+  CHECK(zero.table[1].endpoint.port == 4242);
+  CHECK(zero.table[1].pidNamespace == 7);
+  CHECK(zero.table[1].ipcNamespace == 8);
+  CHECK(zero.table[1].transport == rr::TransportKind::kEither);
 
   // Rank 0 still holds its listening socket (as it does while it sends the verdicts), but
   // a rank that comes now is refused at once, not queued and then reset.
@@ -95,36 +105,22 @@ TEST_CASE("a rank still in its handshake when the job forms is told why; one aft
   }
   INFO(heard);
   CHECK(heard.find("all 2 ranks have already joined") != std::string::npos);
-  CHECK(logged.str().find("rejected connection from 127.0.0.1:") != std::string::npos);
+  CHECK(zero.logged.str().find("rejected connection from 127.0.0.1:") != std::string::npos);
 }
 
 TEST_CASE("an arrival whose transport is none of tcp, ucx and either is turned away, named") {
-  rr::Fd listener = rr::listenOn(rr::makeAddr("127.0.0.1", 0), SOMAXCONN);
-  const rr::SockAddr addr = rr::localAddr(listener.get());
-  const rr::Config c = rankZero(addr);
-  const rr::JobIdentity job{c.jobId, c.secret};
-  std::ostringstream logged;
-  spdlog::logger log("rendezvous-test", std::make_shared<spdlog::sinks::ostream_sink_mt>(logged));
-
-  std::vector<rr::Arrival> table(2);
-  std::string failure;
-  std::thread rankZeroThread([&] {
-    try {
-      rr::gatherRanks(c, listener.get(), table, rr::deadlineIn(1500), log);
-    } catch (const rr::Error& e) {
-      failure = e.what();
-    }
-  });
-  rr::Fd one = rr::connectTo(addr, rr::deadlineIn(5000), "rank 0");
-  rr::handshakeClient(one.get(), job, rr::Hello{rr::LinkRole::kBootstrap, 1, 2, 0, 0}, rr::deadlineIn(5000),
+  RankZero zero;
+  zero.start(1500);
+  rr::Fd one = rr::connectTo(zero.addr, rr::deadlineIn(5000), "rank 0");
+  rr::handshakeClient(one.get(), zero.job, rr::Hello{rr::LinkRole::kBootstrap, 1, 2, 0, 0}, rr::deadlineIn(5000),
                       "rank 0");
   std::string arrival = rr::encodeArrival(rr::Arrival{rr::Endpoint{"127.0.0.1", 4242}, 7, 8});
   arrival.back() = 9;  // the transport byte: no such kind
   rr::sendAll(one.get(), arrival.data(), arrival.size(), rr::deadlineIn(5000), "rank 0");
-  rankZeroThread.join();
-  INFO(logged.str());
-  INFO(failure);
-  CHECK(logged.str().find("protocol error: rank 1 sent transport 9") != std::string::npos);
-  CHECK(failure.find("rank 1 did not join") != std::string::npos);
-  CHECK(table[1].endpoint.port == 0);  // nothing taken from it
+  zero.thread.join();
+  INFO(zero.logged.str());
+  INFO(zero.failure);
+  CHECK(zero.logged.str().find("protocol error: rank 1 sent transport 9") != std::string::npos);
+  CHECK(zero.failure.find("rank 1 did not join") != std::string::npos);
+  CHECK(zero.table[1].endpoint.port == 0);  // nothing taken from it
 }
