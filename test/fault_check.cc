@@ -137,6 +137,21 @@ int main(int argc, char** argv) {
   const int fds0 = countEntries("/proc/self/fd");
   const int threads0 = countThreads();
 
+  // The buckets are filled before init, not between init and the first collective (the
+  // barrier): there a survivor's first touch of 128 MiB once outlasted the victim's wait
+  // of RR_TIMEOUT_MS (3 s) under ThreadSanitizer, and the barrier failed on every rank.
+  const size_t count = (64u << 20) / 4;
+  std::vector<float> buf(count + 1, 1.0f);
+  // stopfree: a survivor's bucket in memory of its own, unmapped after the error. The
+  // launcher's RR_RANK says which rank this is before init (fault_test.sh sets it).
+  const char* launchedAs = std::getenv("RR_RANK");
+  const size_t mappedBytes = count * sizeof(float);
+  void* mapped = nullptr;
+  if (mode == "stopfree" && (launchedAs == nullptr || std::atoi(launchedAs) != victim)) {
+    mapped = mmap(nullptr, mappedBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (mapped == MAP_FAILED) return 1;
+    std::fill(static_cast<float*>(mapped), static_cast<float*>(mapped) + count, 1.0f);
+  }
   rr_comm_t comm = nullptr;
   if (rr_comm_init_from_env(&comm) != RR_SUCCESS) {
     std::fprintf(stderr, "init: %s\n", rr_last_error());
@@ -145,16 +160,9 @@ int main(int argc, char** argv) {
   int rank = 0, size = 0;
   rr_comm_rank(comm, &rank);
   rr_comm_size(comm, &size);
-  const size_t count = (64u << 20) / 4;
-  std::vector<float> buf(count + 1, 1.0f);
-  // stopfree: a survivor's bucket in memory of its own, unmapped after the error (filled
-  // before the barrier, so that every rank starts the all-reduce at once).
-  const size_t mappedBytes = count * sizeof(float);
-  void* mapped = nullptr;
-  if (mode == "stopfree" && rank != victim) {
-    mapped = mmap(nullptr, mappedBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (mapped == MAP_FAILED) return 1;
-    std::fill(static_cast<float*>(mapped), static_cast<float*>(mapped) + count, 1.0f);
+  if (mapped != nullptr && rank == victim) {  // RR_RANK was not set: the victim needs none
+    munmap(mapped, mappedBytes);
+    mapped = nullptr;
   }
   if (rr_barrier(comm) != RR_SUCCESS) {
     std::fprintf(stderr, "rank %d: barrier: %s\n", rank, rr_last_error());

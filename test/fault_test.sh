@@ -40,7 +40,7 @@ for mode in "${modes[@]}"; do
     pids=()
     for r in $(seq 0 $last_rank); do
       RR_RANK=$r RR_SIZE=$n RR_ADDR=127.0.0.1:$p1 RR_TEST_ADDR2=127.0.0.1:$p2 RR_SECRET=fault-test \
-        RR_TIMEOUT_MS=$timeout_ms RR_TEST_FAULT_FILE=$dir/fault RR_TEST_CULPRIT="$culprit" \
+        RR_TIMEOUT_MS=$timeout_ms RR_CONNECT_TIMEOUT_MS=${RR_CONNECT_TIMEOUT_MS:-60000} RR_TEST_FAULT_FILE=$dir/fault RR_TEST_CULPRIT="$culprit" \
         timeout --kill-after=5 90 "$check" "$mode" $victim "$code" >"$dir/out.$r" 2>"$dir/err.$r" &
       pids+=($!)
     done
