@@ -18,6 +18,7 @@
 #include "engine/rendezvous.h"
 #include "transport/error.h"
 #include "transport/handshake.h"
+#include "transport/interfaces.h"
 #include "transport/wire.h"
 
 namespace rr {
@@ -36,8 +37,8 @@ uint32_t linkTraits(const RingLinks& links, const Endpoint& self, const RingPeer
   };
   const bool large = everyLink(&Link::prefersLargeFrames);
   const bool fragments = everyLink(&Link::prefersFragmentFrames);
-  bool oneHost = peers.right.ip == self.ip;
-  for (const auto& [rank, e] : peers.connect) oneHost = oneHost && e.ip == self.ip;
+  bool oneHost = sameHostAddress(peers.right.ip, self.ip);
+  for (const auto& [rank, e] : peers.connect) oneHost = oneHost && sameHostAddress(e.ip, self.ip);
   return (large ? kTraitLargeFrames : 0) | (oneHost ? kTraitOneHost : 0) | (fragments ? kTraitFragmentFrames : 0);
 }
 
@@ -121,29 +122,31 @@ uint32_t agreeOnRing(const Config& c, Ring& ring, const std::optional<Error>& ow
 }
 
 // The transport of the job's ranks of kind "either" (RR_TRANSPORT=auto; auto_transport.h),
-// chosen by rank 0 from every rank's arrival: TCP where a rank runs TCP only (it asked for
-// it, or its build or host has no UCX); else UCX where every rank shares one host (the
-// same IP, pid and IPC namespaces: UCX's shared memory needs all three), TCP otherwise. A
+// chosen by rank 0 from every rank's arrival: TCP where the ranks are on more than one host
+// (their addresses differ; interfaces.h, sameHostAddress), or where a rank runs TCP only (it
+// asked for it, or its build or host has no UCX); else UCX where every rank also shares the
+// pid and IPC namespaces (UCX's shared memory needs all three), TCP otherwise. A
 // rank that asked for UCX changes nothing: either ranks run UCX's shared memory only, so
 // across hosts it fails at the data handshake with both transports named
 // (transportMismatch), as a rank of tcp beside one of ucx does. `why` is for the log.
 TransportKind jobTransport(const std::vector<Arrival>& table, std::string& why) {
   if (std::none_of(table.begin(), table.end(), [](const Arrival& a) { return a.transport == TransportKind::kEither; }))
     return TransportKind::kTcp;  // no rank reads it
-  for (size_t r = 0; r < table.size(); ++r)
-    if (table[r].transport == TransportKind::kTcp) {
+  const Arrival& a = table[0];
+  for (size_t r = 1; r < table.size(); ++r)
+    if (!sameHostAddress(table[r].endpoint.ip, a.endpoint.ip)) {
+      why = fmt::format("the ranks are on more than one host (rank 0 at {}, rank {} at {})", a.endpoint.ip, r,
+                        table[r].endpoint.ip);
+      return TransportKind::kTcp;
+    }
+  for (size_t i = 1; i <= table.size(); ++i)  // rank 0 last: it offers TCP only for another's sake too
+    if (const size_t r = i % table.size(); table[r].transport == TransportKind::kTcp) {
       why = fmt::format("rank {} runs TCP only (RR_TRANSPORT=tcp, a build without UCX, or UCX could not "
                         "start there)", r);
       return TransportKind::kTcp;
     }
-  const Arrival& a = table[0];
   for (size_t r = 1; r < table.size(); ++r) {
     const Arrival& b = table[r];
-    if (b.endpoint.ip != a.endpoint.ip) {
-      why = fmt::format("the ranks are on more than one host (rank 0 at {}, rank {} at {})", a.endpoint.ip, r,
-                        b.endpoint.ip);
-      return TransportKind::kTcp;
-    }
     if (b.pidNamespace != a.pidNamespace || b.ipcNamespace != a.ipcNamespace || a.pidNamespace == 0 ||
         a.ipcNamespace == 0) {
       why = fmt::format("ranks 0 and {} share IP {} but not pid and IPC namespaces (containers?), which "
@@ -151,9 +154,23 @@ TransportKind jobTransport(const std::vector<Arrival>& table, std::string& why) 
       return TransportKind::kTcp;
     }
   }
-  why = fmt::format("all {} ranks share one host (IP {}, pid and IPC namespaces): UCX's shared memory",
-                    table.size(), a.endpoint.ip);
+  const bool oneIp =
+      std::all_of(table.begin(), table.end(), [&a](const Arrival& b) { return b.endpoint.ip == a.endpoint.ip; });
+  why = fmt::format("all {} ranks share one host ({}, pid and IPC namespaces): UCX's shared memory", table.size(),
+                    oneIp ? "IP " + a.endpoint.ip : "loopback addresses");
   return TransportKind::kUcx;
+}
+
+// At rank 0, before it listens: why the other ranks' arrivals already rule out a job on
+// one host, as jobTransport would find (a rank that offers TCP only, or two ranks on two
+// hosts); empty if they do not. Rank 0's own address is not known yet.
+std::string notOneHost(const std::vector<Arrival>& table) {
+  for (size_t r = 2; r < table.size(); ++r)
+    if (!sameHostAddress(table[r].endpoint.ip, table[1].endpoint.ip))
+      return fmt::format("ranks 1 and {} are on two hosts ({}, {})", r, table[1].endpoint.ip, table[r].endpoint.ip);
+  for (size_t r = 1; r < table.size(); ++r)
+    if (table[r].transport == TransportKind::kTcp) return fmt::format("rank {} offers TCP only", r);
+  return "";
 }
 
 }  // namespace
@@ -186,7 +203,7 @@ Ring connectRing(const Config& c, Transport& transport, EventSet& events, spdlog
     reserveFds(c.size + 64, log);
     Fd listener = listenOn(rendezvous, SOMAXCONN);
     ring.bootstrap = gatherRanks(c, listener.get(), table, deadline, log);
-    self = transport.listen(localAddr(ring.bootstrap[1].get()).ip());
+    self = transport.listen(Route{localAddr(ring.bootstrap[1].get()).ip(), notOneHost(table)});
     table[0] = arrivalHere(self, transport.kind());
     std::string why;
     jobKind = jobTransport(table, why);
@@ -208,7 +225,10 @@ Ring connectRing(const Config& c, Transport& transport, EventSet& events, spdlog
     handshakeClient(root.get(), job, Hello{LinkRole::kBootstrap, c.rank, c.size, 0, 0}, deadline,
                     fmt::format("rank 0 at {}", c.addr));
     try {
-      self = transport.listen(localAddr(root.get()).ip());
+      const std::string rankZero = peerAddr(root.get()).ip();
+      self = transport.listen(Route{localAddr(root.get()).ip(),
+                                    isAddressHere(rankZero) ? "" : fmt::format("rank 0 is on another host (its "
+                                    "address {} is none of this network namespace's)", rankZero)});
       sendArrival(root.get(), arrivalHere(self, transport.kind()), deadline, "rank 0");
     } catch (const Error& e) {
       sendJoinError(root.get(), e);  // rank 0 and every other rank hear why

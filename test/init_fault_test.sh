@@ -13,7 +13,10 @@
 #   auto        every rank auto, on this host: ucx, rank 0 saying why
 #   autotcp     rank 2 has RR_TRANSPORT=tcp: tcp
 #   autoucx     rank 1 has RR_TRANSPORT=ucx (UCX_TLS=sm): ucx
-#   autonoucx   UCX cannot start on rank 3 (UCX_TLS names nothing it has): tcp
+#   autonoucx   UCX cannot start on rank 3 (UCX_TLS names nothing it has): tcp, rank 3
+#               warning with UCX's own words in its line, and no line of UCX's own
+#   autoname    RR_ADDR=127.0.1.1 (Debian's address for the host's name; the other ranks
+#               publish 127.0.0.1, their route to it): ucx, one host
 #   autopidns   rank 3 in a pid namespace of its own (unshare, where this host allows it):
 #               tcp, rank 0 naming the namespaces
 #   autoipcns   rank 3 in an IPC namespace of its own (the same): tcp
@@ -36,7 +39,7 @@ run() {
       [ "${kv##*@}" = $r ] || continue
       if [ "${kv:0:1}" = + ]; then read -ra wrap <<<"${kv:1:${#kv}-3}"; else extra+=("${kv%@*}"); fi
     done
-    env RR_RANK=$r RR_SIZE=4 RR_ADDR=127.0.0.1:$p RR_SECRET=init-test RR_TIMEOUT_MS=4000 \
+    env RR_RANK=$r RR_SIZE=4 RR_ADDR=${rank0_ip:-127.0.0.1}:$p RR_SECRET=init-test RR_TIMEOUT_MS=4000 \
       "${extra[@]}" timeout --kill-after=5 60 "${wrap[@]}" "$check" init-report >"$dir/$name.$r" 2>"$dir/$name.err.$r" &
     pids+=($!)
   done
@@ -101,8 +104,15 @@ if [ "${RR_TEST_UCX:-0}" = 1 ]; then
   chose autoucx ucx "all 4 ranks share one host"
   run autonoucx 30 $(all RR_TRANSPORT=auto) UCX_TLS=nosuch@3 $(all RR_LOG_LEVEL=info)
   chose autonoucx tcp "rank 3 runs TCP only"
-  grep -q "UCX cannot start on rank 3" "$dir/autonoucx.err.3" ||
-    { echo "FAILED: autonoucx: rank 3 did not say UCX cannot start"; failed=1; }
+  grep -q "\[warning\] RR_TRANSPORT=auto: UCX cannot start on rank 3 (.*UCX said: .*no usable transports" \
+    "$dir/autonoucx.err.3" || { echo "FAILED: autonoucx: rank 3 did not warn that UCX cannot start, and why"; failed=1; }
+  if grep -q "\[UCX " "$dir/autonoucx.err.3"; then
+    echo "FAILED: autonoucx: UCX's own lines reached stderr beside rank 3's warning:"
+    grep "\[UCX " "$dir/autonoucx.err.3" | sed 's/^/    /'
+    failed=1
+  fi
+  rank0_ip=127.0.1.1 run autoname 30 $(all RR_TRANSPORT=auto) $(all RR_LOG_LEVEL=info)
+  chose autoname ucx "all 4 ranks share one host \(loopback addresses, pid and IPC namespaces\)"
   if unshare --pid --fork true 2>/dev/null; then
     run autopidns 30 $(all RR_TRANSPORT=auto) $(all RR_LOG_LEVEL=info) "+unshare --pid --fork@3"
     chose autopidns tcp "ranks 0 and 3 share IP 127.0.0.1 but not pid and IPC namespaces"

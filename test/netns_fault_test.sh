@@ -5,9 +5,9 @@
 # the packets just stop. Every survivor must fail with RR_ERR_TIMEOUT within the timeout
 # (3 s) + 2 s, then the survivors form a new communicator and all-reduce correctly.
 # With RR_TRANSPORT=auto and RR_LOG_LEVEL=info (a meson test of its own): the ranks are on
-# hosts of their own, so auto must choose TCP, on every rank, in both communicators, and
-# the fd and thread counts (fault_check) must come back after UCX's worker, started to
-# learn whether UCX could run, went again.
+# hosts of their own, so auto must choose TCP, on every rank, in both communicators, and no
+# rank may start UCX: ranks 1..3 know that they are not on rank 0's host from its address,
+# and rank 0 from their arrivals. The fd and thread counts (fault_check) come back.
 # Needs root and iproute2; skipped (exit 77) otherwise.
 set -uo pipefail
 check=$1
@@ -33,13 +33,21 @@ for r in 0 1 3; do sed "s/^/  /" "$dir/out.$r"; done
 last=$(cat "$dir"/out.0 "$dir"/out.1 "$dir"/out.3 | sed -n 's/.* after \(-\{0,1\}[0-9.]*\) s:.*/\1/p' | sort -g | tail -1)
 if [ "${RR_TRANSPORT:-}" = auto ]; then
   for r in 0 1 3; do
-    if [ "$(grep -c "RR_TRANSPORT=auto: the job runs over tcp" "$dir/err.$r")" != 2 ]; then
-      echo "rank $r: RR_TRANSPORT=auto did not choose tcp for both communicators:"
-      grep "RR_TRANSPORT=auto" "$dir/err.$r" | sed 's/^/  /'
+    if [ "$(grep -c "ring connected over tcp" "$dir/err.$r")" != 2 ]; then
+      echo "rank $r: RR_TRANSPORT=auto did not connect over tcp for both communicators:"
+      grep "RR_TRANSPORT=auto\|ring connected" "$dir/err.$r" | sed 's/^/  /'
       ok=0
     fi
   done
-  grep -h "RR_TRANSPORT=auto: tcp, because" "$dir/err.0" | head -1 | sed 's/^/  rank 0: /'
+  for r in 0 1 3; do
+    [ $r = 0 ] && why="ranks 1 and [0-9]+ are on two hosts \(10.231.0.2, 10.231.0.[0-9]+\)" || why="rank 0 is on another host \(its address 10.231.0.1 is none"
+    if [ "$(grep -cE "RR_TRANSPORT=auto: $why.*, so rank [0-9]+ offers TCP only and does not start UCX" "$dir/err.$r")" != 2 ]; then
+      echo "rank $r: did not say, for both communicators: $why ..., so it does not start UCX"
+      grep "RR_TRANSPORT=auto" "$dir/err.$r" | sed 's/^/  /'
+      ok=0
+    fi
+    grep -h "does not start UCX" "$dir/err.$r" | head -1 | sed "s/^/  rank $r: /"
+  done
 fi
 if [ $ok = 1 ] && [ -n "$last" ] && python3 -c "import sys; sys.exit(0 if $last <= 5 else 1)"; then
   echo "link down: every survivor timed out as expected; last error ${last} s after the link went down (bound 5 s); recovered"

@@ -90,6 +90,23 @@ TEST_CASE("RR_SOCKET_IFNAME follows NCCL's syntax") {
   REQUIRE(lo->ip == "127.0.0.1");
 }
 
+// RR_TRANSPORT=auto and auto's thresholds tell one host from several by the addresses the
+// ranks publish; a rank tells whether rank 0 may share its host by rank 0's address.
+TEST_CASE("addresses on one host: equal, or both loopback; an address is here if it is loopback or an interface's") {
+  REQUIRE(rr::sameHostAddress("10.0.0.5", "10.0.0.5"));
+  REQUIRE(rr::sameHostAddress("127.0.1.1", "127.0.0.1"));  // Debian's name address, the route to it
+  REQUIRE(rr::sameHostAddress("::1", "127.0.0.1"));
+  REQUIRE(rr::sameHostAddress("::ffff:127.0.0.1", "127.0.0.2"));
+  REQUIRE_FALSE(rr::sameHostAddress("10.0.0.5", "10.0.0.6"));
+  REQUIRE_FALSE(rr::sameHostAddress("127.0.0.1", "10.0.0.5"));  // a host's own address is not loopback's
+  REQUIRE_FALSE(rr::sameHostAddress("128.0.0.1", "127.0.0.1"));
+  REQUIRE(rr::isAddressHere("127.0.0.1"));
+  REQUIRE(rr::isAddressHere("127.0.1.1"));
+  // TEST-NET-3 (RFC 5737): documentation only, on no interface of a test machine.
+  REQUIRE_FALSE(rr::isAddressHere("203.0.113.7"));
+  if (const auto any = rr::findInterface(rr::parseInterfaceSpec("^lo"))) REQUIRE(rr::isAddressHere(any->ip));
+}
+
 TEST_CASE("a TCP link moves striped messages and rejects a frame of the wrong length") {
   rr::EventSet ep;
   auto listener = rr::listenOn(rr::makeAddr("127.0.0.1", 0), 4);

@@ -15,17 +15,28 @@ AutoTransport::AutoTransport(TransportJob job, int socketsPerLink, spdlog::logge
 
 const char* AutoTransport::name() const { return chosen_ != nullptr ? chosen_->name() : "auto"; }
 
-Endpoint AutoTransport::listen(const std::string& routeIp) {
-  const Endpoint self = tcp_->listen(routeIp);
+Endpoint AutoTransport::listen(const Route& route) {
+  const Endpoint self = tcp_->listen(route);
+  if (!route.elsewhere.empty()) {  // rank 0 will choose TCP, whatever this rank offers
+    log_.info("RR_TRANSPORT=auto: {}, so rank {} offers TCP only and does not start UCX", route.elsewhere, rank_);
+    offerTcpOnly();
+    return self;
+  }
+  HeldUcxLines held;  // UCX's own lines, should it fail: they go into this rank's warning
   try {
     ucx_->startWorker();
   } catch (const Error& e) {
-    log_.info("RR_TRANSPORT=auto: UCX cannot start on rank {} ({}); this rank offers TCP only", rank_,
-              e.what());
-    ucx_.reset();
-    chosen_ = tcp_.get();  // kind() says kTcp now: rank 0 will choose TCP for every rank
+    const std::string said = held.take();
+    log_.warn("RR_TRANSPORT=auto: UCX cannot start on rank {} ({}{}{}); this rank offers TCP only, so the "
+              "job runs over TCP", rank_, e.what(), said.empty() ? "" : "; UCX said: ", said);
+    offerTcpOnly();
   }
   return self;
+}
+
+void AutoTransport::offerTcpOnly() {
+  ucx_.reset();
+  chosen_ = tcp_.get();  // kind() says kTcp now: rank 0 will choose TCP for every rank
 }
 
 void AutoTransport::choose(TransportKind job) {

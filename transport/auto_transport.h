@@ -6,7 +6,9 @@
 //   listen     one TCP listener, as TcpTransport's: the neighbours and partners connect to
 //              it under either transport (UcxTransport's address exchange is TCP too);
 //              UCX's worker started (shared memory only, unless UCX_TLS says otherwise) to
-//              learn whether it can start here; if it cannot, this rank publishes kTcp
+//              learn whether it can start here; if it cannot (a warning with UCX's own
+//              lines in it), this rank publishes kTcp. A rank that knows the job is not on one
+//              host (Route::elsewhere) publishes kTcp without starting UCX.
 //   choose     rank 0's word: UCX takes over the listener and the worker, or the worker
 //              goes and TCP stays
 //   connectRing  the chosen transport's
@@ -30,11 +32,13 @@ class AutoTransport final : public Transport {
 
   const char* name() const override;
   TransportKind kind() const override { return ucx_ ? TransportKind::kEither : TransportKind::kTcp; }
-  Endpoint listen(const std::string& routeIp) override;
+  Endpoint listen(const Route& route) override;
   void choose(TransportKind job) override;
   RingLinks connectRing(const RingPeers& peers, EventSet& events, Deadline deadline) override;
 
  private:
+  void offerTcpOnly();
+
   spdlog::logger& log_;
   int rank_;
   std::unique_ptr<TcpTransport> tcp_;

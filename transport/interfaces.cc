@@ -4,10 +4,12 @@
 #include <ifaddrs.h>
 #include <net/if.h>
 #include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 
 #include <spdlog/spdlog.h>
 
+#include <cerrno>
 #include <cstring>
 
 #include "transport/error.h"
@@ -77,6 +79,32 @@ std::string chooseListenIp(int rank, const std::string& ifname, const std::strin
          rank, ifname);
   log.info("using interface {} address {} (RR_SOCKET_IFNAME={})", found->name, found->ip, ifname);
   return found->ip;
+}
+
+bool isAddressHere(const std::string& ip) {
+  const SockAddr addr = makeAddr(ip, 0);
+  Fd fd(::socket(addr.storage.ss_family, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+  if (!fd) return true;
+  return ::bind(fd.get(), addr.get(), addr.len) == 0 || errno != EADDRNOTAVAIL;
+}
+
+namespace {
+
+bool isLoopback(const std::string& ip) {
+  const SockAddr addr = makeAddr(ip, 0);
+  if (addr.storage.ss_family == AF_INET) {
+    const auto* v4 = reinterpret_cast<const sockaddr_in*>(&addr.storage);
+    return (ntohl(v4->sin_addr.s_addr) >> 24) == 127;
+  }
+  const auto* v6 = reinterpret_cast<const sockaddr_in6*>(&addr.storage);
+  if (IN6_IS_ADDR_V4MAPPED(&v6->sin6_addr)) return v6->sin6_addr.s6_addr[12] == 127;
+  return IN6_IS_ADDR_LOOPBACK(&v6->sin6_addr);
+}
+
+}  // namespace
+
+bool sameHostAddress(const std::string& a, const std::string& b) {
+  return a == b || (isLoopback(a) && isLoopback(b));
 }
 
 uint64_t namespaceInode(const char* name) {

@@ -38,6 +38,17 @@ std::optional<InterfaceAddr> findInterface(const InterfaceSpec& spec);
 std::string chooseListenIp(int rank, const std::string& ifname, const std::string& routeIp,
                            spdlog::logger& log);
 
+// Whether `ip` (numeric) is an address of this process's network namespace: a loopback
+// address or one an interface here has (bind to it succeeds). True where that cannot be
+// told (no socket): a caller that skips work for an address elsewhere then does it.
+bool isAddressHere(const std::string& ip);
+
+// Whether two addresses that ranks published (numeric) put them on one host: equal, or both
+// loopback (127.0.0.0/8, ::1), since a rank reaches a loopback address only in its own
+// network namespace (RR_ADDR=127.0.1.1, Debian's address for the host's name, and ranks
+// that publish 127.0.0.1, their route to it).
+bool sameHostAddress(const std::string& a, const std::string& b);
+
 // The inode of one of this process's namespaces (/proc/self/ns/NAME: "pid", "ipc", "net"),
 // 0 if unknown: two processes share the namespace exactly when the inodes are equal.
 uint64_t namespaceInode(const char* name);

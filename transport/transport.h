@@ -3,7 +3,7 @@
 // doubling (engine/rd_schedule.h: log2 n of them, at n > 2).
 //
 //   engine (bootstrap.cc)                          transport
-//   rendezvous with rank 0 ----------------------> listen(routeIp): where peers reach me
+//   rendezvous with rank 0 ----------------------> listen(route): where peers reach me
 //   publish it; learn the right neighbour's  <----'
 //   and the higher partners' endpoints
 //   connectRing(peers, events) ------------------> links to both neighbours and to every
@@ -57,6 +57,15 @@ struct RingPeers {
 // for the whole job (bootstrap.cc, jobTransport).
 enum class TransportKind : uint8_t { kTcp = 0, kUcx = 1, kEither = 2 };
 
+// What a rank learned at the rendezvous before it listens.
+struct Route {
+  std::string ip;  // this rank's address on the route to rank 0
+  // Empty where every rank of the job may share this rank's host; else why they cannot
+  // (rank 0's address is none of this rank's network namespace: interfaces.h,
+  // isAddressHere; at rank 0, the others' arrivals already tell).
+  std::string elsewhere;
+};
+
 // What every transport is told about the job.
 struct TransportJob {
   int rank = 0;
@@ -76,9 +85,9 @@ class Transport {
   // before connectRing. A transport of one kind has nothing to do. Throws Error.
   virtual void choose(TransportKind /*job*/) {}
 
-  // Opens what the neighbours connect to. `routeIp` is this rank's address on the route to
+  // Opens what the neighbours connect to. `route.ip` is this rank's address on the route to
   // rank 0 (the default when no interface is chosen). Returns the endpoint to publish.
-  virtual Endpoint listen(const std::string& routeIp) = 0;
+  virtual Endpoint listen(const Route& route) = 0;
   // Connects to the right neighbour and the partners in peers.connect while accepting the
   // left neighbour and the partners in peers.accept (all at once, or the ring would
   // deadlock); registers the links' fds in `events`. A partner's connection says so in its

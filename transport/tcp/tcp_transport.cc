@@ -18,8 +18,8 @@ namespace rr {
 TcpTransport::TcpTransport(TransportJob job, int socketsPerLink, spdlog::logger& log)
     : job_(std::move(job)), socketsPerLink_(socketsPerLink), log_(log) {}
 
-Endpoint TcpTransport::listen(const std::string& routeIp) {
-  const std::string ip = chooseListenIp(job_.rank, job_.ifname, routeIp, log_);
+Endpoint TcpTransport::listen(const Route& route) {
+  const std::string ip = chooseListenIp(job_.rank, job_.ifname, route.ip, log_);
   listener_ = listenOn(makeAddr(ip, 0), 64);
   self_ = Endpoint{ip, localAddr(listener_.get()).port()};
   return self_;

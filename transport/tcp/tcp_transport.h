@@ -20,7 +20,7 @@ class TcpTransport final : public Transport {
 
   const char* name() const override { return "tcp"; }
   TransportKind kind() const override { return TransportKind::kTcp; }
-  Endpoint listen(const std::string& routeIp) override;
+  Endpoint listen(const Route& route) override;
   RingLinks connectRing(const RingPeers& peers, EventSet& events, Deadline deadline) override;
   // The listener, for another transport to take in its place (AutoTransport).
   Fd releaseListener() { return std::move(listener_); }

@@ -79,12 +79,12 @@ UcxTransport::UcxTransport(TransportJob job, spdlog::logger& log, bool sharedMem
 
 UcxTransport::~UcxTransport() = default;
 
-Endpoint UcxTransport::listen(const std::string& routeIp) {
+Endpoint UcxTransport::listen(const Route& route) {
   // After this rank reached rank 0: a UCX that cannot start (UCX_TLS naming nothing usable)
   // is then a reason rank 0 hears and tells every rank, and UCX's start-up time does not
   // delay this rank's arrival at the rendezvous.
   startWorker();
-  const std::string ip = chooseListenIp(job_.rank, job_.ifname, routeIp, log_);
+  const std::string ip = chooseListenIp(job_.rank, job_.ifname, route.ip, log_);
   listener_ = listenOn(makeAddr(ip, 0), 16);
   return Endpoint{ip, localAddr(listener_.get()).port()};
 }

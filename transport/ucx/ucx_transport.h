@@ -21,12 +21,32 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "transport/transport.h"
 
 namespace rr {
 
 class UcxWorker;
+
+// UCX's log lines of this thread held while one lives, instead of written (to stderr, where
+// the library routes them; ucx_worker.cc): for a start of UCX whose failure is not the
+// user's error (RR_TRANSPORT=auto's), which folds them into its own line. Lines of UCX's
+// other threads go out as always. Not nested.
+class HeldUcxLines {
+ public:
+  HeldUcxLines();
+  ~HeldUcxLines();  // writes what is held, unless taken
+  HeldUcxLines(const HeldUcxLines&) = delete;
+  HeldUcxLines& operator=(const HeldUcxLines&) = delete;
+  // The held lines' text, without their prefixes, joined by "; " (empty if none); they are
+  // not written.
+  std::string take();
+
+ private:
+  std::vector<std::pair<std::string, std::string>> lines_;  // prefix, text
+};
 
 class UcxTransport final : public Transport {
  public:
@@ -37,7 +57,7 @@ class UcxTransport final : public Transport {
 
   const char* name() const override { return "ucx"; }
   TransportKind kind() const override { return TransportKind::kUcx; }
-  Endpoint listen(const std::string& routeIp) override;
+  Endpoint listen(const Route& route) override;
   // listen's two steps for AutoTransport, which listens before it knows the transport and
   // starts UCX (startWorker) before the rendezvous, to learn whether UCX can start here.
   void startWorker();

@@ -23,6 +23,7 @@
 
 #include "transport/error.h"
 #include "transport/ucx/ucx_print.h"
+#include "transport/ucx/ucx_transport.h"
 
 namespace rr {
 namespace {
@@ -105,6 +106,8 @@ constexpr const char* kSharedMemory = "self, sysv, posix, cma, xpmem, knem";
 constexpr int kNoRank = -1;
 constexpr int kSeveralRanks = -2;
 std::atomic<int> logRank{kNoRank};
+// Where this thread's UCX lines go while a HeldUcxLines lives (prefix, text); else stderr.
+thread_local std::vector<std::pair<std::string, std::string>>* heldLines = nullptr;
 
 ucs_log_func_rc_t ucxLineToStderr(const char* file, unsigned line, const char* /*function*/,
                                   ucs_log_level_t level, const ucs_log_component_config_t* /*config*/,
@@ -127,10 +130,11 @@ ucs_log_func_rc_t ucxLineToStderr(const char* file, unsigned line, const char* /
   std::string_view rest(text);
   while (!rest.empty()) {  // one line of ours per line of UCX's, as its own handler prints
     const size_t end = std::min(rest.find('\n'), rest.size());
+    if (end > 0 && heldLines != nullptr) heldLines->emplace_back(prefix, rest.substr(0, end));
     if (end > 0) out += prefix + std::string(rest.substr(0, end)) + "\n";
     rest.remove_prefix(std::min(end + 1, rest.size()));
   }
-  std::fwrite(out.data(), 1, out.size(), stderr);
+  if (heldLines == nullptr) std::fwrite(out.data(), 1, out.size(), stderr);
   return UCS_LOG_FUNC_RC_STOP;
 }
 
@@ -159,6 +163,20 @@ void routeUcxLogs(int rank) {
 }
 
 }  // namespace
+
+HeldUcxLines::HeldUcxLines() { heldLines = &lines_; }
+
+HeldUcxLines::~HeldUcxLines() {
+  heldLines = nullptr;
+  for (const auto& [prefix, text] : lines_) std::fprintf(stderr, "%s%s\n", prefix.c_str(), text.c_str());
+}
+
+std::string HeldUcxLines::take() {
+  std::string said;
+  for (const auto& line : lines_) said += (said.empty() ? "" : "; ") + line.second;
+  lines_.clear();
+  return said;
+}
 
 UcxWorker::UcxWorker(int rank, bool sharedMemory)
     : sharedMemoryOnly_(sharedMemory && std::getenv("UCX_TLS") == nullptr) {
