@@ -15,6 +15,9 @@
 #   autoucx     rank 1 has RR_TRANSPORT=ucx (UCX_TLS=sm): ucx
 #   autonoucx   UCX cannot start on rank 3 (UCX_TLS names nothing it has): tcp, rank 3
 #               warning with UCX's own words in its line, and no line of UCX's own
+#   autoshm     rank 3 with a /dev/shm of 1 MiB of its own (a container's is 64 MiB, and UCX's
+#               worker takes about 4 MiB of it): tcp, rank 3 warning that UCX cannot start,
+#               naming /dev/shm (where this host allows a mount namespace)
 #   autoname    RR_ADDR=127.0.1.1 (Debian's address for the host's name; the other ranks
 #               publish 127.0.0.1, their route to it): ucx, one host
 #   autopidns   rank 3 in a pid namespace of its own (unshare, where this host allows it):
@@ -110,6 +113,20 @@ if [ "${RR_TEST_UCX:-0}" = 1 ]; then
     echo "FAILED: autonoucx: UCX's own lines reached stderr beside rank 3's warning:"
     grep "\[UCX " "$dir/autonoucx.err.3" | sed 's/^/    /'
     failed=1
+  fi
+  if unshare --mount --propagation private true 2>/dev/null; then
+    # UCX 1.13.1 leaks 600 bytes (one ucs_calloc) when its posix transport cannot get its
+    # first receive descriptor: a program of ucp_init, a failing ucp_worker_create and
+    # ucp_cleanup alone leaks the same. Under LeakSanitizer that one leak is let pass, for
+    # rank 3 of this case only.
+    printf 'leak:ucs_calloc\n' >"$dir/ucx-leak.supp"
+    run autoshm 30 $(all RR_TRANSPORT=auto) $(all RR_LOG_LEVEL=info) "+$(dirname "$0")/with_small_shm.sh 1M@3" \
+      "LSAN_OPTIONS=suppressions=$dir/ucx-leak.supp@3"
+    chose autoshm tcp "rank 3 runs TCP only"
+    grep -q "\[warning\] RR_TRANSPORT=auto: UCX cannot start on rank 3 (.*/dev/shm" "$dir/autoshm.err.3" ||
+      { echo "FAILED: autoshm: rank 3 did not warn that UCX cannot start, naming /dev/shm"; failed=1; }
+  else
+    echo "== autoshm skipped: unshare --mount is not allowed here"
   fi
   rank0_ip=127.0.1.1 run autoname 30 $(all RR_TRANSPORT=auto) $(all RR_LOG_LEVEL=info)
   chose autoname ucx "all 4 ranks share one host \(loopback addresses, pid and IPC namespaces\)"

@@ -268,8 +268,8 @@ void UcxWorker::init(const Uses& uses) {
   wp.thread_mode = UCS_THREAD_MODE_SERIALIZED;  // init's thread, then the progress thread
   if (ucs_status_t s = ucp_worker_create(context_, &wp, &worker_); s != UCS_OK) {
     ucp_cleanup(context_);
-    fail(RR_ERR_SYSTEM, "UCX: ucp_worker_create failed: {} (UCX's reason in its log line above; the UCX_* "
-         "variables: {})", ucs_status_string(s), ucxVariables());
+    fail(RR_ERR_SYSTEM, "UCX: ucp_worker_create failed: {} (UCX's reason in its log line{}; the UCX_* "
+         "variables: {})", ucs_status_string(s), heldLines != nullptr ? "" : " above", ucxVariables());
   }
 }
 
