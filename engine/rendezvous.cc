@@ -1,6 +1,7 @@
 // The rendezvous on Asio; see rendezvous.h.
 #include "engine/rendezvous.h"
 
+#include <arpa/inet.h>
 #include <fcntl.h>
 #include <spdlog/spdlog.h>
 #include <sys/resource.h>
@@ -12,6 +13,7 @@
 #include <optional>
 
 #include "transport/handshake.h"
+#include "transport/interfaces.h"
 #include "transport/wire.h"
 
 namespace rr {
@@ -415,13 +417,26 @@ std::vector<Fd> gatherRanks(const Config& c, int listenFd, std::vector<Arrival>&
       ++count;
     }
     if (count > 20) missing += fmt::format(" and {} more", count - 20);
+    // A host's name that resolves to loopback here (Debian's /etc/hosts gives it 127.0.1.1)
+    // leaves rank 0 listening where no other host can reach it.
+    std::string where;
+    if (const std::string ip = localAddr(listenFd).ip(); isLoopbackAddress(ip)) {
+      std::string host = c.addr.substr(0, c.addr.rfind(':'));
+      if (host.size() >= 2 && host.front() == '[') host = host.substr(1, host.size() - 2);
+      in6_addr any{};
+      const bool numeric = ::inet_pton(AF_INET, host.c_str(), &any) == 1 || ::inet_pton(AF_INET6, host.c_str(), &any) == 1;
+      where = numeric ? fmt::format("; rank 0 listens on {}, a loopback address: ranks on other hosts cannot reach it", ip)
+                      : fmt::format("; rank 0 listens on {}, a loopback address, which RR_ADDR's host '{}' resolves to "
+                                    "here: ranks on other hosts cannot reach it (give RR_ADDR an address they reach)",
+                                    ip, host);
+    }
     // RR_ERR_AUTH only when what kept them out was a failed proof of the secret.
     failure = Error(server.rejected() > 0 && server.lastCode() == RR_ERR_AUTH ? RR_ERR_AUTH : RR_ERR_TIMEOUT,
                     fmt::format("rendezvous at {}: {} {} did not join within {} ms ({} connection{} "
-                                "rejected{}{})",
+                                "rejected{}{}){}",
                                 c.addr, count == 1 ? "rank" : "ranks", missing, c.connectTimeoutMs,
                                 server.rejected(), server.rejected() == 1 ? "" : "s",
-                                server.rejected() ? ", last: " : "", server.lastRejection()));
+                                server.rejected() ? ", last: " : "", server.lastRejection(), where));
   }
   if (failure) {  // every rank that joined hears why the job cannot form
     for (int r = 1; r < c.size; ++r) {

@@ -124,3 +124,21 @@ TEST_CASE("an arrival whose transport is none of tcp, ucx and either is turned a
   CHECK(zero.failure.find("rank 1 did not join") != std::string::npos);
   CHECK(zero.table[1].endpoint.port == 0);  // nothing taken from it
 }
+
+// RR_ADDR=$(hostname):port where /etc/hosts maps the name to 127.0.1.1 (Debian's default)
+// leaves rank 0 listening on loopback: ranks on other hosts never join, and rank 0's
+// timeout says why.
+TEST_CASE("a rendezvous on a loopback address that no rank joined says so, naming RR_ADDR's host if it was a name") {
+  for (const char* host : {"127.0.0.1", "trainer-node-7"}) {
+    RankZero zero;
+    zero.c.addr = fmt::format("{}:{}", host, zero.addr.port());
+    zero.start(300);
+    zero.thread.join();
+    INFO(zero.failure);
+    CHECK(zero.failure.find("rank 1 did not join") != std::string::npos);
+    CHECK(zero.failure.find("rank 0 listens on 127.0.0.1, a loopback address") != std::string::npos);
+    CHECK(zero.failure.find("ranks on other hosts cannot reach it") != std::string::npos);
+    CHECK((zero.failure.find("RR_ADDR's host 'trainer-node-7' resolves to here") != std::string::npos) ==
+          (std::string(host) != "127.0.0.1"));
+  }
+}

@@ -88,9 +88,7 @@ bool isAddressHere(const std::string& ip) {
   return ::bind(fd.get(), addr.get(), addr.len) == 0 || errno != EADDRNOTAVAIL;
 }
 
-namespace {
-
-bool isLoopback(const std::string& ip) {
+bool isLoopbackAddress(const std::string& ip) {
   const SockAddr addr = makeAddr(ip, 0);
   if (addr.storage.ss_family == AF_INET) {
     const auto* v4 = reinterpret_cast<const sockaddr_in*>(&addr.storage);
@@ -101,10 +99,8 @@ bool isLoopback(const std::string& ip) {
   return IN6_IS_ADDR_LOOPBACK(&v6->sin6_addr);
 }
 
-}  // namespace
-
 bool sameHostAddress(const std::string& a, const std::string& b) {
-  return a == b || (isLoopback(a) && isLoopback(b));
+  return a == b || (isLoopbackAddress(a) && isLoopbackAddress(b));
 }
 
 uint64_t namespaceInode(const char* name) {

@@ -43,6 +43,9 @@ std::string chooseListenIp(int rank, const std::string& ifname, const std::strin
 // told (no socket): a caller that skips work for an address elsewhere then does it.
 bool isAddressHere(const std::string& ip);
 
+// Whether `ip` (numeric) is a loopback address: 127.0.0.0/8, ::1, ::ffff:127.x.
+bool isLoopbackAddress(const std::string& ip);
+
 // Whether two addresses that ranks published (numeric) put them on one host: equal, or both
 // loopback (127.0.0.0/8, ::1), since a rank reaches a loopback address only in its own
 // network namespace (RR_ADDR=127.0.1.1, Debian's address for the host's name, and ranks
