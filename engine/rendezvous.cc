@@ -421,8 +421,7 @@ std::vector<Fd> gatherRanks(const Config& c, int listenFd, std::vector<Arrival>&
     // leaves rank 0 listening where no other host can reach it.
     std::string where;
     if (const std::string ip = localAddr(listenFd).ip(); isLoopbackAddress(ip)) {
-      std::string host = c.addr.substr(0, c.addr.rfind(':'));
-      if (host.size() >= 2 && host.front() == '[') host = host.substr(1, host.size() - 2);
+      const std::string host = splitHostPort(c.addr, "RR_ADDR").first;  // checked at config
       in6_addr any{};
       const bool numeric = ::inet_pton(AF_INET, host.c_str(), &any) == 1 || ::inet_pton(AF_INET6, host.c_str(), &any) == 1;
       where = numeric ? fmt::format("; rank 0 listens on {}, a loopback address: ranks on other hosts cannot reach it", ip)

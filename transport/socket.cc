@@ -64,8 +64,6 @@ std::string SockAddr::str() const {
   return fmt::format("{}:{}", ip(), port());
 }
 
-namespace {
-
 std::pair<std::string, std::string> splitHostPort(const std::string& hostPort, const char* what) {
   std::string host, port;
   if (!hostPort.empty() && hostPort[0] == '[') {
@@ -88,6 +86,8 @@ std::pair<std::string, std::string> splitHostPort(const std::string& hostPort, c
          port);
   return {host, port};
 }
+
+namespace {
 
 bool waitFor(int fd, short events, Deadline deadline) {
   for (;;) {

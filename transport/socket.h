@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <utility>
 
 namespace rr {
 
@@ -52,6 +53,9 @@ struct SockAddr {
   std::string str() const;  // "1.2.3.4:80" or "[::1]:80"
 };
 
+// "host:port" or "[v6]:port" split into host (without brackets) and port, unresolved.
+// Throws RR_ERR_INVALID_ARGUMENT naming `what`.
+std::pair<std::string, std::string> splitHostPort(const std::string& hostPort, const char* what);
 // "host:port" or "[v6]:port"; the host may be a name. Throws RR_ERR_INVALID_ARGUMENT.
 SockAddr resolve(const std::string& hostPort, const char* what);
 // A numeric IP and a port.
