@@ -143,6 +143,20 @@ if [ "${RR_TRANSPORT:-}" = ucx ] && [ "${UCX_TLS:-}" = sm ] && grep -q "transpor
   out=$(UCX_MM_FIFO_SIZE=32 RR_LOG_LEVEL=info t "$rr" bench -N 2 -b 4K -e 64K -f 4 -n 3 -w 1 2>&1)
   ! grep -q "$fifo\|UCX *WARN" <<<"$out" || { echo "$out"; echo "the user's UCX_MM_FIFO_SIZE overridden"; exit 1; }
   grep -q "# Out of bounds values : 0 OK" <<<"$out" || { echo "$out"; exit 1; }
+  # Its receive buffers grow 32 at a time (268 KB) where UCX's default, 512 (4.3 MB in
+  # /dev/shm per rank), left a 1 MiB /dev/shm no room for even one rank: two ranks run in
+  # one now (where this host lets the test mount a tmpfs of its own), and a user's size wins.
+  grow="UCX's shared-memory receive buffers grow 32 at a time"
+  out=$(RR_LOG_LEVEL=info t "$(dirname "$0")/with_small_shm.sh" 1M "$rr" bench -N 2 -b 4K -e 1M -f 16 -n 3 -w 1 2>&1)
+  case $? in
+  77) echo "== a 1 MiB /dev/shm skipped: unshare --mount is not allowed here" ;;
+  0) [ "$(grep -c "$grow" <<<"$out")" = 2 ] || { echo "$out"; echo "receive buffers' growth not on both ranks"; exit 1; }
+     grep -q "# Out of bounds values : 0 OK" <<<"$out" || { echo "$out"; exit 1; } ;;
+  *) echo "$out"; echo "two ranks over UCX's shared memory in a 1 MiB /dev/shm failed"; exit 1 ;;
+  esac
+  out=$(UCX_POSIX_RX_BUFS_GROW=64 UCX_SYSV_RX_BUFS_GROW=64 RR_LOG_LEVEL=info t "$rr" bench -N 2 -b 4K -e 4K -n 3 -w 1 2>&1)
+  ! grep -q "$grow\|UCX *WARN" <<<"$out" || { echo "$out"; echo "the user's UCX_*_RX_BUFS_GROW overridden"; exit 1; }
+  grep -q "# Out of bounds values : 0 OK" <<<"$out" || { echo "$out"; exit 1; }
   out=$(UCX_TLS=posix,sysv,self RR_LOG_LEVEL=info t "$rr" bench -N 2 -b 1M -e 1M -n 2 -w 1 2>&1)
   ! grep -q "read from the sender's memory\|$large" <<<"$out" || { echo "$out"; echo "a pull without cma in UCX_TLS"; exit 1; }
   grep -q "# Out of bounds values : 0 OK" <<<"$out" || { echo "$out"; exit 1; }

@@ -15,9 +15,9 @@
 #   autoucx     rank 1 has RR_TRANSPORT=ucx (UCX_TLS=sm): ucx
 #   autonoucx   UCX cannot start on rank 3 (UCX_TLS names nothing it has): tcp, rank 3
 #               warning with UCX's own words in its line, and no line of UCX's own
-#   autoshm     rank 3 with a /dev/shm of 1 MiB of its own (a container's is 64 MiB, and UCX's
-#               worker takes about 4 MiB of it): tcp, rank 3 warning that UCX cannot start,
-#               naming /dev/shm (where this host allows a mount namespace)
+#   autoshm     rank 3 with a /dev/shm of 128 KiB of its own (a container's is 64 MiB, and
+#               UCX's worker takes about 270 KB of it): tcp, rank 3 warning that UCX cannot
+#               start, naming /dev/shm (where this host allows a mount namespace)
 #   autoname    RR_ADDR=127.0.1.1 (Debian's address for the host's name; the other ranks
 #               publish 127.0.0.1, their route to it): ucx, one host
 #   autopidns   rank 3 in a pid namespace of its own (unshare, where this host allows it):
@@ -120,7 +120,7 @@ if [ "${RR_TEST_UCX:-0}" = 1 ]; then
     # ucp_cleanup alone leaks the same. Under LeakSanitizer that one leak is let pass, for
     # rank 3 of this case only.
     printf 'leak:ucs_calloc\n' >"$dir/ucx-leak.supp"
-    run autoshm 30 $(all RR_TRANSPORT=auto) $(all RR_LOG_LEVEL=info) "+$(dirname "$0")/with_small_shm.sh 1M@3" \
+    run autoshm 30 $(all RR_TRANSPORT=auto) $(all RR_LOG_LEVEL=info) "+$(dirname "$0")/with_small_shm.sh 128K@3" \
       "LSAN_OPTIONS=suppressions=$dir/ucx-leak.supp@3"
     chose autoshm tcp "rank 3 runs TCP only"
     grep -q "\[warning\] RR_TRANSPORT=auto: UCX cannot start on rank 3 (.*/dev/shm" "$dir/autoshm.err.3" ||

@@ -94,6 +94,10 @@ class UcxWorker final : public EventTarget, public SleepGuard {
   // UCX uses posix or sysv and no UCX_*_FIFO_SIZE is set), else 0.
   int sharedFifo() const { return sharedFifo_; }
   static constexpr int kSharedFifo = 16;
+  // The receive buffers UCX's shared memory adds to its pool at a time where this transport
+  // chose it (kSharedRxGrow: UCX uses posix or sysv and no UCX_*_RX_BUFS_GROW is set), else 0.
+  int sharedRxGrow() const { return sharedRxGrow_; }
+  static constexpr int kSharedRxGrow = 32;
   // Registers the event fd in `events` (once); the worker is armed before each sleep.
   void attach(EventSet& events);
   // Drives UCP until it has nothing more to do now; true if anything happened (then every
@@ -135,7 +139,9 @@ class UcxWorker final : public EventTarget, public SleepGuard {
     bool tcpOnly = false;       // tcp is the one network transport
     bool sharedMemory = false;  // posix or sysv is among them
   };
-  void init(const Uses& uses);
+  // The context, configured for `uses`; then its one worker.
+  void initContext(const Uses& uses);
+  void createWorker();
   // Shared memory only, where UCX_TLS is not set (the constructor's sharedMemory).
   bool sharedMemoryOnly_ = false;
 
@@ -147,6 +153,7 @@ class UcxWorker final : public EventTarget, public SleepGuard {
   bool tcpSegmentsOurs_ = false;
   bool fragmentFrames_ = false;
   int sharedFifo_ = 0;
+  int sharedRxGrow_ = 0;
   int efd_ = -1;
   bool frozen_ = false;
   std::chrono::steady_clock::time_point lastActivity_{};

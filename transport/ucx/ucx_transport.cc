@@ -236,6 +236,9 @@ RingLinks UcxTransport::connectRing(const RingPeers& peers, EventSet& events, De
                                  : std::string());
   if (worker_->sharedFifo() != 0)
     log_.info("UCX's shared-memory FIFO has {} elements (UCX_MM_FIFO_SIZE sets it)", worker_->sharedFifo());
+  if (worker_->sharedRxGrow() != 0)
+    log_.info("UCX's shared-memory receive buffers grow {} at a time (UCX_MM_RX_BUFS_GROW sets it)",
+              worker_->sharedRxGrow());
   RingLinks links;
   links.left = std::move(made[0]);
   links.right = std::move(made[1]);

@@ -181,7 +181,10 @@ std::string HeldUcxLines::take() {
 UcxWorker::UcxWorker(int rank, bool sharedMemory)
     : sharedMemoryOnly_(sharedMemory && std::getenv("UCX_TLS") == nullptr) {
   routeUcxLogs(rank);
-  init(Uses{});
+  // The first context only tells which transports UCX may use here; a worker of its own
+  // would have been created and destroyed for nothing (with 512 receive buffers in each
+  // shared-memory transport: see initContext).
+  initContext(Uses{});
   transports_ = transportsOf(contextInfo(context_));
   const bool sharedOnly = onlyAmong(transports_, kSharedMemory);
   const bool ucxRendezvous = std::getenv("UCX_RNDV_THRESH") != nullptr;  // asked for by the user
@@ -192,15 +195,16 @@ UcxWorker::UcxWorker(int rank, bool sharedMemory)
   uses.sharedMemory = listHas(transports_, "posix") || listHas(transports_, "sysv");
   if (sharedOnly || uses.tcp || uses.sharedMemory) {  // started again, knowing what UCX will use
     peerHandling_ = !sharedOnly;
-    ucp_worker_destroy(worker_);
     ucp_cleanup(context_);
-    init(uses);
+    context_ = nullptr;
+    initContext(uses);
   }
+  createWorker();
   pullCapable_ = sharedOnly && listHas(transports_, "cma") && !ucxRendezvous;
   fragmentFrames_ = tcpSegmentsOurs_ && onlyAmong(transports_, "tcp, self");
 }
 
-void UcxWorker::init(const Uses& uses) {
+void UcxWorker::initContext(const Uses& uses) {
   ucp_params_t params{};
   params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_NAME;
   params.features = UCP_FEATURE_TAG | UCP_FEATURE_WAKEUP;
@@ -260,9 +264,23 @@ void UcxWorker::init(const Uses& uses) {
   // ever holds small ones. A user's UCX_MM_FIFO_SIZE (or any UCX_*_FIFO_SIZE) wins.
   sharedFifo_ = uses.sharedMemory && !ucxVariableEndingIn("_FIFO_SIZE") ? kSharedFifo : 0;
   if (sharedFifo_ != 0) ucp_config_modify(config, "MM_FIFO_SIZE", std::to_string(sharedFifo_).c_str());
+  // Those receive buffers come from a pool that UCX grows UCX_MM_RX_BUFS_GROW (512) at a
+  // time, in a shared segment of its own: posix's and sysv's transports each took 4.3 MB
+  // at the worker's start, posix's in /dev/shm (a container's 64 MiB held 14 ranks), and a
+  // page fault per buffer. With 32 at a time (268 KB) and the first context making no worker
+  // (the constructor), init of 4 / 16 / 64 ranks under auto took 0.16 / 0.33-0.37 /
+  // 1.44-1.58 s against 0.22-0.24 / 0.55-0.64 / 2.59-2.82 (TCP 0.12-0.16 / 0.21-0.32 /
+  // 1.10-1.30), 64 ranks ran in a 64 MiB /dev/shm, all-reduce times level; the pool still
+  // grows where a rank holds more (bench/RESULTS.md, "UCX's shared-memory receive
+  // buffers"). A user's UCX_*_RX_BUFS_GROW wins.
+  sharedRxGrow_ = uses.sharedMemory && !ucxVariableEndingIn("_RX_BUFS_GROW") ? kSharedRxGrow : 0;
+  if (sharedRxGrow_ != 0) ucp_config_modify(config, "MM_RX_BUFS_GROW", std::to_string(sharedRxGrow_).c_str());
   const ucs_status_t st = ucp_init(&params, config, &context_);
   ucp_config_release(config);
   check(st, "ucp_init (check UCX_TLS and UCX_NET_DEVICES)");
+}
+
+void UcxWorker::createWorker() {
   ucp_worker_params_t wp{};
   wp.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
   wp.thread_mode = UCS_THREAD_MODE_SERIALIZED;  // init's thread, then the progress thread
