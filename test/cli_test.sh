@@ -147,13 +147,43 @@ if [ "${RR_TRANSPORT:-}" = ucx ] && [ "${UCX_TLS:-}" = sm ] && grep -q "transpor
   # /dev/shm per rank), left a 1 MiB /dev/shm no room for even one rank: two ranks run in
   # one now (where this host lets the test mount a tmpfs of its own), and a user's size wins.
   grow="UCX's shared-memory receive buffers grow 32 at a time"
+  set +e
   out=$(RR_LOG_LEVEL=info t "$(dirname "$0")/with_small_shm.sh" 1M "$rr" bench -N 2 -b 4K -e 1M -f 16 -n 3 -w 1 2>&1)
-  case $? in
+  status=$?
+  set -e
+  case $status in
   77) echo "== a 1 MiB /dev/shm skipped: unshare --mount is not allowed here" ;;
   0) [ "$(grep -c "$grow" <<<"$out")" = 2 ] || { echo "$out"; echo "receive buffers' growth not on both ranks"; exit 1; }
      grep -q "# Out of bounds values : 0 OK" <<<"$out" || { echo "$out"; exit 1; } ;;
   *) echo "$out"; echo "two ranks over UCX's shared memory in a 1 MiB /dev/shm failed"; exit 1 ;;
   esac
+  # Where the pool must grow and /dev/shm has no room (4 buffers at a time in 384 KiB), UCX
+  # logs its error and takes nothing more in: the collective fails at once, naming /dev/shm
+  # and the rank, not at RR_TIMEOUT_MS as a stall.
+  if [ $status != 77 ]; then
+    set +e
+    out=$(UCX_POSIX_RX_BUFS_GROW=4 UCX_TLS=posix,self RR_TIMEOUT_MS=100000 t "$(dirname "$0")/with_small_shm.sh" 384K \
+      "$rr" bench -N 2 -b 1K -e 64K -f 4 -n 200 -w 5 2>&1)
+    status=$?
+    set -e
+    [ $status = 1 ] && grep -q "failed: system error: UCX on rank [01] could not grow its buffers.*/dev/shm" <<<"$out" &&
+      ! grep -q "no progress for" <<<"$out" ||
+      { echo "$out"; echo "a full /dev/shm when the receive pool grows: status $status, not UCX's error at once"; exit 1; }
+  fi
+  # The same over sysv, whose segments the kernel bounds (kernel.shmall: 120 pages in an IPC
+  # namespace of the test's own), naming those limits.
+  if unshare --ipc sysctl -qw kernel.shmall=120 2>/dev/null; then
+    set +e
+    out=$(UCX_SYSV_RX_BUFS_GROW=4 UCX_TLS=sysv,self RR_TIMEOUT_MS=100000 t unshare --ipc sh -c \
+      'sysctl -qw kernel.shmall=120 && exec "$0" bench -N 2 -b 1K -e 64K -f 4 -n 200 -w 5' "$rr" 2>&1)
+    status=$?
+    set -e
+    [ $status = 1 ] && grep -q "failed: system error: UCX on rank [01] could not grow its buffers.*kernel.shmall" <<<"$out" &&
+      ! grep -q "no progress for" <<<"$out" ||
+      { echo "$out"; echo "sysv over its kernel limit when the receive pool grows: status $status, not UCX's error at once"; exit 1; }
+  else
+    echo "== sysv under kernel.shmall skipped: unshare --ipc or the sysctl is not allowed here"
+  fi
   out=$(UCX_POSIX_RX_BUFS_GROW=64 UCX_SYSV_RX_BUFS_GROW=64 RR_LOG_LEVEL=info t "$rr" bench -N 2 -b 4K -e 4K -n 3 -w 1 2>&1)
   ! grep -q "$grow\|UCX *WARN" <<<"$out" || { echo "$out"; echo "the user's UCX_*_RX_BUFS_GROW overridden"; exit 1; }
   grep -q "# Out of bounds values : 0 OK" <<<"$out" || { echo "$out"; exit 1; }

@@ -357,6 +357,8 @@ bool UcxLink::collect(Direction& dir, bool isSend) {
 bool UcxLink::progress() {
   bool moved = worker_->progress();
   checkAbort();
+  if (!worker_->outOfMemory().empty() && (send_.done < send_.posted || recv_.done < recv_.posted))
+    fail(RR_ERR_SYSTEM, "{}", worker_->outOfMemory());
   // A peer that is gone fails the link only while it has work outstanding: one that
   // finished the last collective and left is the next collective's to report.
   moved |= collect(send_, true);

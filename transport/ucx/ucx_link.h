@@ -52,6 +52,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "transport/error.h"
@@ -117,6 +118,16 @@ class UcxWorker final : public EventTarget, public SleepGuard {
   bool frozen() const { return frozen_; }
   // Every link takes in its control messages (UcxLink::pollControl).
   void pollControls() noexcept;
+  // An error line UCX logged while this thread progressed this worker. Some failures UCX
+  // reports only so: where its shared memory cannot grow a pool of receive buffers (a full
+  // /dev/shm), it logs "Failed to allocate memory pool", takes nothing more in, and tries
+  // again at each progress, while its requests stay in progress: every link stalled until
+  // RR_TIMEOUT_MS. Such a line (with the error lines before it in the same progress, up to
+  // kRecentErrors, which name the cause: /dev/shm full, a sysv limit) makes outOfMemory()
+  // say so; UcxLink::progress then fails with it.
+  void noteUcxError(std::string_view line);
+  // Empty, or why this worker can take nothing more in: which rank, UCX's lines, what to do.
+  const std::string& outOfMemory() const { return outOfMemory_; }
   void onEvent(uint32_t) override {}
   // Shared memory signals arrivals on the event fd but not room freed in a peer's queue:
   // with sends outstanding, the thread yields instead of sleeping. A pulled send waits for
@@ -144,6 +155,10 @@ class UcxWorker final : public EventTarget, public SleepGuard {
   void createWorker();
   // Shared memory only, where UCX_TLS is not set (the constructor's sharedMemory).
   bool sharedMemoryOnly_ = false;
+  int rank_ = -1;
+  static constexpr size_t kRecentErrors = 4;
+  std::vector<std::string> recentErrors_;  // UCX's error lines in this progress (noteUcxError)
+  std::string outOfMemory_;
 
   ucp_context_h context_ = nullptr;
   ucp_worker_h worker_ = nullptr;

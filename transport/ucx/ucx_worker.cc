@@ -99,15 +99,19 @@ constexpr const char* kSharedMemory = "self, sysv, posix, cma, xpmem, knem";
 // stdout unless UCX_LOG_FILE names a file: into the output of the program that embeds this
 // library, and into the table of `ringreduce bench`. They go to stderr instead, where this
 // library's own lines go, each with the rank of the process's communicators (the pid where
-// the process holds communicators of different ranks, or none). A UCX log handler is the
-// process's, not a communicator's: installed with the first worker, kept while this library
-// is loaded (HandlerRemover), and it takes the lines of any other UCX user in the process
-// too. Fatal lines stay UCX's (it prints them, then aborts).
+// the process holds communicators of different ranks, or none); where UCX_LOG_FILE is set,
+// to UCX's file as before. A UCX log handler is the process's, not a communicator's:
+// installed with the first worker, kept while this library is loaded (HandlerRemover), and
+// it takes the lines of any other UCX user in the process too. Fatal lines stay UCX's (it
+// prints them, then aborts). An error line on a thread that progresses a worker goes to
+// that worker too (UcxWorker::noteUcxError): some failures UCX reports only so.
 constexpr int kNoRank = -1;
 constexpr int kSeveralRanks = -2;
 std::atomic<int> logRank{kNoRank};
 // Where this thread's UCX lines go while a HeldUcxLines lives (prefix, text); else stderr.
 thread_local std::vector<std::pair<std::string, std::string>>* heldLines = nullptr;
+// The worker this thread is progressing (Progressing), which UCX's error lines concern.
+thread_local UcxWorker* progressing = nullptr;
 
 ucs_log_func_rc_t ucxLineToStderr(const char* file, unsigned line, const char* /*function*/,
                                   ucs_log_level_t level, const ucs_log_component_config_t* /*config*/,
@@ -115,6 +119,8 @@ ucs_log_func_rc_t ucxLineToStderr(const char* file, unsigned line, const char* /
   if (level <= UCS_LOG_LEVEL_FATAL) return UCS_LOG_FUNC_RC_CONTINUE;
   char text[2048];
   std::vsnprintf(text, sizeof text, format, ap);
+  if (level == UCS_LOG_LEVEL_ERROR && progressing != nullptr) progressing->noteUcxError(text);
+  if (std::getenv("UCX_LOG_FILE") != nullptr) return UCS_LOG_FUNC_RC_CONTINUE;  // UCX writes it there
   const int rank = logRank.load(std::memory_order_relaxed);
   const std::string who = rank >= 0 ? fmt::format("rank {}", rank) : fmt::format("pid {}", getpid());
   const char* slash = std::strrchr(file, '/');
@@ -156,11 +162,22 @@ void routeUcxLogs(int rank) {
   }
   static std::once_flag once;
   std::call_once(once, [] {
-    if (std::getenv("UCX_LOG_FILE") != nullptr) return;
     ucs_log_push_handler(ucxLineToStderr);
     handlersWithOurs = ucs_log_num_handlers();
   });
 }
+
+// Marks this thread as progressing `worker` while it lives.
+class Progressing {
+ public:
+  explicit Progressing(UcxWorker* worker) : before_(std::exchange(progressing, worker)) {}
+  ~Progressing() { progressing = before_; }
+  Progressing(const Progressing&) = delete;
+  Progressing& operator=(const Progressing&) = delete;
+
+ private:
+  UcxWorker* before_;
+};
 
 }  // namespace
 
@@ -179,7 +196,7 @@ std::string HeldUcxLines::take() {
 }
 
 UcxWorker::UcxWorker(int rank, bool sharedMemory)
-    : sharedMemoryOnly_(sharedMemory && std::getenv("UCX_TLS") == nullptr) {
+    : sharedMemoryOnly_(sharedMemory && std::getenv("UCX_TLS") == nullptr), rank_(rank) {
   routeUcxLogs(rank);
   // The first context only tells which transports UCX may use here; a worker of its own
   // would have been created and destroyed for nothing (with 512 receive buffers in each
@@ -322,10 +339,17 @@ void UcxWorker::freeze() noexcept {
   if (events_ != nullptr && efd_ >= 0) events_->remove(efd_);  // its signals go unanswered now
 }
 
-bool UcxWorker::progressOnce() { return !frozen_ && ucp_worker_progress(worker_) != 0; }
+bool UcxWorker::progressOnce() {
+  if (frozen_) return false;
+  const Progressing mark(this);
+  recentErrors_.clear();
+  return ucp_worker_progress(worker_) != 0;
+}
 
 bool UcxWorker::progress() {
   if (frozen_) return false;
+  const Progressing mark(this);
+  recentErrors_.clear();
   bool any = false;
   for (int i = 0; i < 64 && ucp_worker_progress(worker_) != 0; ++i) any = true;
   if (any) {
@@ -333,6 +357,30 @@ bool UcxWorker::progress() {
     noteActivity();
   }
   return any;
+}
+
+void UcxWorker::noteUcxError(std::string_view line) {
+  if (!outOfMemory_.empty()) return;
+  if (line.find("Failed to allocate memory pool") == std::string_view::npos) {
+    if (recentErrors_.size() == kRecentErrors) recentErrors_.erase(recentErrors_.begin());
+    recentErrors_.emplace_back(line.substr(0, 512));
+    return;
+  }
+  std::string said;
+  for (const std::string& e : recentErrors_) said += e + "; ";
+  said += line;
+  const auto has = [&](const char* what) { return said.find(what) != std::string::npos; };
+  const char* what = has("/dev/shm") || has("md posix")
+                         ? "UCX's shared memory (posix) keeps them in /dev/shm: free space there or give it more "
+                           "(a container's: docker run --shm-size)"
+                     : has("md sysv") || has("shmget")
+                         ? "UCX's shared memory (sysv) is bounded by the kernel's limits (kernel.shmall, shmmax, "
+                           "shmmni; ipcs -l shows them): raise them, or take sysv out of UCX_TLS"
+                         : "give the process more memory";
+  outOfMemory_ = fmt::format("UCX on rank {} could not grow its buffers, so nothing more arrives over it (UCX: "
+                             "\"{}\"); {}, or run over TCP (RR_TRANSPORT=tcp)",
+                             rank_, said, what);
+  recentErrors_.clear();
 }
 
 void UcxWorker::pollControls() noexcept {
