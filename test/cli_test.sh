@@ -169,6 +169,16 @@ if [ "${RR_TRANSPORT:-}" = ucx ] && [ "${UCX_TLS:-}" = sm ] && grep -q "transpor
     [ $status = 1 ] && grep -q "failed: system error: UCX on rank [01] could not grow its buffers.*/dev/shm" <<<"$out" &&
       ! grep -q "no progress for" <<<"$out" ||
       { echo "$out"; echo "a full /dev/shm when the receive pool grows: status $status, not UCX's error at once"; exit 1; }
+    # The same where the user silenced UCX (UCX_LOG_LEVEL=fatal): its error lines still fail
+    # the collective at once, and none of them is printed.
+    set +e
+    out=$(UCX_LOG_LEVEL=fatal UCX_POSIX_RX_BUFS_GROW=4 UCX_TLS=posix,self RR_TIMEOUT_MS=100000 \
+      t "$(dirname "$0")/with_small_shm.sh" 384K "$rr" bench -N 2 -b 1K -e 64K -f 4 -n 200 -w 5 2>&1)
+    status=$?
+    set -e
+    [ $status = 1 ] && grep -q "failed: system error: UCX on rank [01] could not grow its buffers.*/dev/shm" <<<"$out" &&
+      ! grep -q "no progress for\|\[UCX \|UCX  *ERROR" <<<"$out" ||
+      { echo "$out"; echo "UCX_LOG_LEVEL=fatal and a full /dev/shm: status $status, not our error alone at once"; exit 1; }
   fi
   # The same over sysv, whose segments the kernel bounds (kernel.shmall: 120 pages in an IPC
   # namespace of the test's own), naming those limits.

@@ -5,6 +5,9 @@
 // to stdout. Then the library is unloaded (dlclose) while UCX stays loaded: a line logged
 // through UCX must not call into the unloaded library (before the handler was taken back
 // at unload, that was a jump into unmapped code) and goes to stdout again, UCX's default.
+// With UCX_LOG_LEVEL=fatal in the environment: while the library is loaded UCX's level is
+// error (its error lines reach the handler: some failures UCX reports only so) and neither
+// an error line nor a warning is shown anywhere; after dlclose the level is fatal again.
 //
 // Usage: ucx_log_unload LIBRINGREDUCE_SO   (RR_TRANSPORT=ucx and UCX_TLS in the environment)
 #include <arpa/inet.h>
@@ -51,9 +54,10 @@ int freePort() {
   return ntohs(a.sin_port);
 }
 
-// Logs `text` through UCX's dispatch, as UCX's own warnings are.
-void ucxWarn(const char* text) {
-  ucs_log_dispatch(__FILE__, __LINE__, __func__, UCS_LOG_LEVEL_WARN, &ucs_global_opts.log_component, "%s", text);
+// Logs `text` at `level` through UCX's dispatch, as UCX's own lines are where that level is on.
+void ucxLog(ucs_log_level_t level, const char* text) {
+  if (ucs_log_is_enabled(level))
+    ucs_log_dispatch(__FILE__, __LINE__, __func__, level, &ucs_global_opts.log_component, "%s", text);
   std::fflush(stdout);
   std::fflush(stderr);
 }
@@ -121,18 +125,34 @@ int main(int argc, char** argv) {
       fail("rank " + std::to_string(r) + ": result " + std::to_string(results[r]) + " (" + errors[r] + "), sum " +
            std::to_string(sums[r]) + " (expected 3)");
 
-  ucxWarn("rr-test line while loaded");
+  const char* level = std::getenv("UCX_LOG_LEVEL");
+  const bool silenced = level != nullptr && std::string(level) == "fatal";
+  if (silenced) {
+    if (ucs_global_opts.log_component.log_level != UCS_LOG_LEVEL_ERROR)
+      fail("UCX_LOG_LEVEL=fatal: UCX's level while the library is loaded is " +
+           std::to_string(ucs_global_opts.log_component.log_level) + ", not error");
+    ucxLog(UCS_LOG_LEVEL_ERROR, "rr-test error line while loaded");
+  }
+  ucxLog(UCS_LOG_LEVEL_WARN, "rr-test line while loaded");
   dlclose(lib);
   if (dlopen(argv[1], RTLD_NOW | RTLD_NOLOAD) != nullptr) fail("libringreduce.so still loaded after dlclose");
-  ucxWarn("rr-test line after unload");
+  ucxLog(UCS_LOG_LEVEL_WARN, "rr-test line after unload");
 
   const std::string out = slurp(outPath), err = slurp(errPath);
-  const std::string who = "[ringreduce pid " + std::to_string(getpid()) + "] [UCX WARN] ucx_log_unload.cc:";
-  if (err.find(who) == std::string::npos || err.find("rr-test line while loaded") == std::string::npos)
-    fail("the line logged while loaded is not on stderr as \"" + who + "... rr-test line while loaded\"");
-  if (out.find("rr-test line while loaded") != std::string::npos) fail("the line logged while loaded is on stdout");
-  if (out.find("UCX  WARN") == std::string::npos || out.find("rr-test line after unload") == std::string::npos)
-    fail("the line logged after unload is not UCX's own on stdout");
+  if (silenced) {
+    if (ucs_global_opts.log_component.log_level != UCS_LOG_LEVEL_FATAL)
+      fail("UCX_LOG_LEVEL=fatal: UCX's level after dlclose is " +
+           std::to_string(ucs_global_opts.log_component.log_level) + ", not fatal again");
+    if (out.find("rr-test") != std::string::npos || err.find("rr-test") != std::string::npos)
+      fail("UCX_LOG_LEVEL=fatal, yet a line shown");
+  } else {
+    const std::string who = "[ringreduce pid " + std::to_string(getpid()) + "] [UCX WARN] ucx_log_unload.cc:";
+    if (err.find(who) == std::string::npos || err.find("rr-test line while loaded") == std::string::npos)
+      fail("the line logged while loaded is not on stderr as \"" + who + "... rr-test line while loaded\"");
+    if (out.find("rr-test line while loaded") != std::string::npos) fail("the line logged while loaded is on stdout");
+    if (out.find("UCX  WARN") == std::string::npos || out.find("rr-test line after unload") == std::string::npos)
+      fail("the line logged after unload is not UCX's own on stdout");
+  }
   // stderr back for what runs at exit (a sanitizer's report), and the files gone.
   std::fflush(stderr);
   dup2(savedErr, 2);

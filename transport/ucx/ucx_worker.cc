@@ -2,6 +2,7 @@
 #include "transport/ucx/ucx_link.h"
 
 #include <sys/epoll.h>
+#include <ucs/config/global_opts.h>
 #include <ucs/debug/log_def.h>
 #include <unistd.h>
 
@@ -100,11 +101,12 @@ constexpr const char* kSharedMemory = "self, sysv, posix, cma, xpmem, knem";
 // library, and into the table of `ringreduce bench`. They go to stderr instead, where this
 // library's own lines go, each with the rank of the process's communicators (the pid where
 // the process holds communicators of different ranks, or none); where UCX_LOG_FILE is set,
-// to UCX's file as before. A UCX log handler is the process's, not a communicator's:
-// installed with the first worker, kept while this library is loaded (HandlerRemover), and
-// it takes the lines of any other UCX user in the process too. Fatal lines stay UCX's (it
-// prints them, then aborts). An error line on a thread that progresses a worker goes to
-// that worker too (UcxWorker::noteUcxError): some failures UCX reports only so.
+// to UCX's file as before; where UCX_LOG_LEVEL=fatal, nowhere (shownLevel). A UCX log
+// handler is the process's, not a communicator's: installed with the first worker, kept
+// while this library is loaded (HandlerRemover), and it takes the lines of any other UCX
+// user in the process too. Fatal lines stay UCX's (it prints them, then aborts). An error
+// line on a thread that progresses a worker goes to that worker too
+// (UcxWorker::noteUcxError): some failures UCX reports only so.
 constexpr int kNoRank = -1;
 constexpr int kSeveralRanks = -2;
 std::atomic<int> logRank{kNoRank};
@@ -112,6 +114,10 @@ std::atomic<int> logRank{kNoRank};
 thread_local std::vector<std::pair<std::string, std::string>>* heldLines = nullptr;
 // The worker this thread is progressing (Progressing), which UCX's error lines concern.
 thread_local UcxWorker* progressing = nullptr;
+// The most verbose level shown. Where the user's UCX_LOG_LEVEL hides error lines (fatal),
+// UCX is set to pass them to the handler all the same, which shows none of them: some
+// failures UCX reports only in an error line, and the user asked for silence, not a stall.
+std::atomic<int> shownLevel{UCS_LOG_LEVEL_LAST};
 
 ucs_log_func_rc_t ucxLineToStderr(const char* file, unsigned line, const char* /*function*/,
                                   ucs_log_level_t level, const ucs_log_component_config_t* /*config*/,
@@ -120,6 +126,7 @@ ucs_log_func_rc_t ucxLineToStderr(const char* file, unsigned line, const char* /
   char text[2048];
   std::vsnprintf(text, sizeof text, format, ap);
   if (level == UCS_LOG_LEVEL_ERROR && progressing != nullptr) progressing->noteUcxError(text);
+  if (static_cast<int>(level) > shownLevel.load(std::memory_order_relaxed)) return UCS_LOG_FUNC_RC_STOP;
   if (std::getenv("UCX_LOG_FILE") != nullptr) return UCS_LOG_FUNC_RC_CONTINUE;  // UCX writes it there
   const int rank = logRank.load(std::memory_order_relaxed);
   const std::string who = rank >= 0 ? fmt::format("rank {}", rank) : fmt::format("pid {}", getpid());
@@ -151,7 +158,11 @@ unsigned handlersWithOurs = 0;
 
 struct HandlerRemover {
   ~HandlerRemover() {
-    if (handlersWithOurs != 0 && ucs_log_num_handlers() == handlersWithOurs) ucs_log_pop_handler();
+    if (handlersWithOurs == 0 || ucs_log_num_handlers() != handlersWithOurs) return;
+    ucs_log_pop_handler();
+    // The user's level back, with no handler left to hide what it hides.
+    const int shown = shownLevel.load(std::memory_order_relaxed);
+    if (shown != UCS_LOG_LEVEL_LAST) ucs_global_opts_set_value("LOG_LEVEL", ucs_log_level_names[shown]);
   }
 } handlerRemover;
 
@@ -164,6 +175,9 @@ void routeUcxLogs(int rank) {
   std::call_once(once, [] {
     ucs_log_push_handler(ucxLineToStderr);
     handlersWithOurs = ucs_log_num_handlers();
+    const ucs_log_level_t asked = ucs_global_opts.log_component.log_level;
+    if (asked < UCS_LOG_LEVEL_ERROR && ucs_global_opts_set_value("LOG_LEVEL", "error") == UCS_OK)
+      shownLevel.store(asked, std::memory_order_relaxed);
   });
 }
 
