@@ -198,10 +198,14 @@ int runBench(const BenchOptions& o) {
   double busSum = 0;
   int rows = 0;
   uint64_t totalWrong = 0;
+  size_t lastSize = SIZE_MAX;
   for (size_t bytes = o.minBytes; bytes <= o.maxBytes;
        bytes = std::max(bytes + 1, static_cast<size_t>(static_cast<double>(bytes) * o.stepFactor))) {
     const Shape s = shapeOf(o.collective, bytes / es, n);
     const size_t sizeBytes = std::max(s.sendCount, s.recvCount) * es;
+    // Sizes that round to one count (below an element, or a step factor near 1) are one row.
+    if (sizeBytes == lastSize) continue;
+    lastSize = sizeBytes;
     uint64_t wrong = 0;
     if (o.check) {
       fill(send.get(), s.sendCount, o.dtype, rank, o.op);

@@ -14,6 +14,11 @@ for c in allreduce broadcast allgather reduce_scatter; do
   grep -q "# Out of bounds values : 0 OK" <<<"$out"
   [ "$(grep -c '^ ' <<<"$out")" = 4 ]
 done
+# Sizes that round to one element count are one row: from 0 bytes by doubling, floats give
+# 0, 4, 8, 16 (1 and 2 bytes are 0 elements), each once.
+out=$(t "$rr" bench -N 2 -b 0 -e 16 -f 2 -n 2 -w 1)
+[ "$(grep '^ ' <<<"$out" | awk '{print $1}' | tr '\n' ' ')" = "0 4 8 16 " ] ||
+  { echo "$out"; echo "bench -b 0 -e 16 -f 2: not one row each for 0, 4, 8 and 16 bytes"; exit 1; }
 json=$(t "$rr" bench -N 2 -b 4K -e 64K -f 4 -n 2 -w 0 -d bfloat16 -o avg --format json)
 python3 -c 'import json,sys; d=json.loads(sys.argv[1]); assert d["wrong"]==0 and len(d["results"])==3 and d["results"][0]["busbw_gbs"]>0, d' "$json"
 out=$(t "$rr" run -n 2 -- sh -c 'echo hello from $RR_RANK of $RR_SIZE')
