@@ -152,21 +152,27 @@ case "$what" in
           build "$prefix-fuzz" -Dfuzz=true -Dtests=false -Dcuda=disabled -- \
             fuzz/fuzz_handshake fuzz/fuzz_link || { unset CC CXX; continue; }
           unset CC CXX
+          # The two targets side by side: each is one process on one core, as it was alone.
+          start=$(date +%s)
+          declare -A fuzzing=() corpora=()
           for target in handshake link; do
-            corpus=$(mktemp -d)
-            cp fuzz/corpus/$target/* "$corpus/"
-            start=$(date +%s)
-            if "$prefix-fuzz/fuzz/fuzz_$target" -max_total_time="${FUZZ_SECONDS:-60}" -timeout=10 \
-                 -rss_limit_mb=2048 "$corpus" >"$prefix-fuzz/fuzz_$target.log" 2>&1; then
+            corpora[$target]=$(mktemp -d)
+            cp fuzz/corpus/$target/* "${corpora[$target]}/"
+            "$prefix-fuzz/fuzz/fuzz_$target" -max_total_time="${FUZZ_SECONDS:-60}" -timeout=10 \
+              -rss_limit_mb=2048 "${corpora[$target]}" >"$prefix-fuzz/fuzz_$target.log" 2>&1 &
+            fuzzing[$target]=$!
+          done
+          for target in handshake link; do
+            if wait "${fuzzing[$target]}"; then
               passed=$((passed + 1))
               echo "  fuzz_$target: $(grep -o 'Done [0-9]* runs' "$prefix-fuzz/fuzz_$target.log" | tail -1), no crash"
             else
               failed=$((failed + 1))
               echo "  FAILED: fuzz_$target"; tail -40 "$prefix-fuzz/fuzz_$target.log"
             fi
-            echo "== fuzz_$target: $(( $(date +%s) - start )) s"
-            rm -rf "$corpus"
+            rm -rf "${corpora[$target]}"
           done
+          echo "== fuzz_handshake and fuzz_link side by side: $(( $(date +%s) - start )) s"
           ;;
         *)
           echo "unknown test part '$part' (plain, asan, tsan, fuzz)" >&2
