@@ -14,7 +14,9 @@
 #   autotcp     rank 2 has RR_TRANSPORT=tcp: tcp
 #   autoucx     rank 1 has RR_TRANSPORT=ucx (UCX_TLS=sm): ucx
 #   autonoucx   UCX cannot start on rank 3 (UCX_TLS names nothing it has): tcp, rank 3
-#               warning with UCX's own words in its line, and no line of UCX's own
+#               warning with UCX's own words in its line, and no line of UCX's own; the
+#               same with UCX_LOG_LEVEL=fatal on rank 3 (autonoucxfatal), where UCX's
+#               words are hidden from its output but not from the warning
 #   autoshm     rank 3 with a /dev/shm of 128 KiB of its own (a container's is 64 MiB, and
 #               UCX's worker takes about 270 KB of it): tcp, rank 3 warning that UCX cannot
 #               start, naming /dev/shm (where this host allows a mount namespace)
@@ -105,15 +107,18 @@ if [ "${RR_TEST_UCX:-0}" = 1 ]; then
   chose autotcp tcp "rank 2 runs TCP only"
   run autoucx 30 $(all RR_TRANSPORT=auto) RR_TRANSPORT=ucx@1 UCX_TLS=sm@1 $(all RR_LOG_LEVEL=info)
   chose autoucx ucx "all 4 ranks share one host"
-  run autonoucx 30 $(all RR_TRANSPORT=auto) UCX_TLS=nosuch@3 $(all RR_LOG_LEVEL=info)
-  chose autonoucx tcp "rank 3 runs TCP only"
-  grep -q "\[warning\] RR_TRANSPORT=auto: UCX cannot start on rank 3 (.*UCX said: .*no usable transports" \
-    "$dir/autonoucx.err.3" || { echo "FAILED: autonoucx: rank 3 did not warn that UCX cannot start, and why"; failed=1; }
-  if grep -q "\[UCX " "$dir/autonoucx.err.3"; then
-    echo "FAILED: autonoucx: UCX's own lines reached stderr beside rank 3's warning:"
-    grep "\[UCX " "$dir/autonoucx.err.3" | sed 's/^/    /'
-    failed=1
-  fi
+  for name in autonoucx autonoucxfatal; do  # the second with UCX_LOG_LEVEL=fatal on rank 3
+    run $name 30 $(all RR_TRANSPORT=auto) UCX_TLS=nosuch@3 $(all RR_LOG_LEVEL=info) \
+      $([ $name = autonoucxfatal ] && echo UCX_LOG_LEVEL=fatal@3)
+    chose $name tcp "rank 3 runs TCP only"
+    grep -q "\[warning\] RR_TRANSPORT=auto: UCX cannot start on rank 3 (.*UCX said: .*no usable transports" \
+      "$dir/$name.err.3" || { echo "FAILED: $name: rank 3 did not warn that UCX cannot start, and why"; failed=1; }
+    if grep -q "\[UCX \|UCX  *ERROR" "$dir/$name.err.3" "$dir/$name.3"; then
+      echo "FAILED: $name: UCX's own lines reached rank 3's output beside its warning:"
+      grep -h "\[UCX \|UCX  *ERROR" "$dir/$name.err.3" "$dir/$name.3" | sed 's/^/    /'
+      failed=1
+    fi
+  done
   if unshare --mount --propagation private true 2>/dev/null; then
     # UCX 1.13.1 leaks 600 bytes (one ucs_calloc) when its posix transport cannot get its
     # first receive descriptor: a program of ucp_init, a failing ucp_worker_create and

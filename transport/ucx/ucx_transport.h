@@ -41,11 +41,17 @@ class HeldUcxLines {
   HeldUcxLines(const HeldUcxLines&) = delete;
   HeldUcxLines& operator=(const HeldUcxLines&) = delete;
   // The held lines' text, without their prefixes, joined by "; " (empty if none); they are
-  // not written.
+  // not written. Lines the user's UCX_LOG_LEVEL hides (fatal) are among them: they are
+  // never written, but the library's own message may say them.
   std::string take();
 
+  struct Line {
+    std::string prefix, text;
+    bool shown;  // false: under the user's UCX_LOG_LEVEL, for take() only
+  };
+
  private:
-  std::vector<std::pair<std::string, std::string>> lines_;  // prefix, text
+  std::vector<Line> lines_;
 };
 
 class UcxTransport final : public Transport {

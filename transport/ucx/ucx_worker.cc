@@ -110,8 +110,8 @@ constexpr const char* kSharedMemory = "self, sysv, posix, cma, xpmem, knem";
 constexpr int kNoRank = -1;
 constexpr int kSeveralRanks = -2;
 std::atomic<int> logRank{kNoRank};
-// Where this thread's UCX lines go while a HeldUcxLines lives (prefix, text); else stderr.
-thread_local std::vector<std::pair<std::string, std::string>>* heldLines = nullptr;
+// Where this thread's UCX lines go while a HeldUcxLines lives; else stderr.
+thread_local std::vector<HeldUcxLines::Line>* heldLines = nullptr;
 // The worker this thread is progressing (Progressing), which UCX's error lines concern.
 thread_local UcxWorker* progressing = nullptr;
 // The most verbose level shown. Where the user's UCX_LOG_LEVEL hides error lines (fatal),
@@ -126,8 +126,11 @@ ucs_log_func_rc_t ucxLineToStderr(const char* file, unsigned line, const char* /
   char text[2048];
   std::vsnprintf(text, sizeof text, format, ap);
   if (level == UCS_LOG_LEVEL_ERROR && progressing != nullptr) progressing->noteUcxError(text);
-  if (static_cast<int>(level) > shownLevel.load(std::memory_order_relaxed)) return UCS_LOG_FUNC_RC_STOP;
-  if (std::getenv("UCX_LOG_FILE") != nullptr) return UCS_LOG_FUNC_RC_CONTINUE;  // UCX writes it there
+  // A line the user's level hides is written nowhere; while held, it may still go into the
+  // library's own message (HeldUcxLines::take).
+  const bool shown = static_cast<int>(level) <= shownLevel.load(std::memory_order_relaxed);
+  if (!shown && heldLines == nullptr) return UCS_LOG_FUNC_RC_STOP;
+  if (shown && std::getenv("UCX_LOG_FILE") != nullptr) return UCS_LOG_FUNC_RC_CONTINUE;  // UCX writes it there
   const int rank = logRank.load(std::memory_order_relaxed);
   const std::string who = rank >= 0 ? fmt::format("rank {}", rank) : fmt::format("pid {}", getpid());
   const char* slash = std::strrchr(file, '/');
@@ -143,7 +146,7 @@ ucs_log_func_rc_t ucxLineToStderr(const char* file, unsigned line, const char* /
   std::string_view rest(text);
   while (!rest.empty()) {  // one line of ours per line of UCX's, as its own handler prints
     const size_t end = std::min(rest.find('\n'), rest.size());
-    if (end > 0 && heldLines != nullptr) heldLines->emplace_back(prefix, rest.substr(0, end));
+    if (end > 0 && heldLines != nullptr) heldLines->push_back({prefix, std::string(rest.substr(0, end)), shown});
     if (end > 0) out += prefix + std::string(rest.substr(0, end)) + "\n";
     rest.remove_prefix(std::min(end + 1, rest.size()));
   }
@@ -199,12 +202,13 @@ HeldUcxLines::HeldUcxLines() { heldLines = &lines_; }
 
 HeldUcxLines::~HeldUcxLines() {
   heldLines = nullptr;
-  for (const auto& [prefix, text] : lines_) std::fprintf(stderr, "%s%s\n", prefix.c_str(), text.c_str());
+  for (const Line& l : lines_)
+    if (l.shown) std::fprintf(stderr, "%s%s\n", l.prefix.c_str(), l.text.c_str());
 }
 
 std::string HeldUcxLines::take() {
   std::string said;
-  for (const auto& line : lines_) said += (said.empty() ? "" : "; ") + line.second;
+  for (const Line& l : lines_) said += (said.empty() ? "" : "; ") + l.text;
   lines_.clear();
   return said;
 }
@@ -317,8 +321,10 @@ void UcxWorker::createWorker() {
   wp.thread_mode = UCS_THREAD_MODE_SERIALIZED;  // init's thread, then the progress thread
   if (ucs_status_t s = ucp_worker_create(context_, &wp, &worker_); s != UCS_OK) {
     ucp_cleanup(context_);
+    const bool hidden = shownLevel.load(std::memory_order_relaxed) != UCS_LOG_LEVEL_LAST;
+    const char* where = heldLines != nullptr ? "" : hidden ? ", which UCX_LOG_LEVEL=fatal hides" : " above";
     fail(RR_ERR_SYSTEM, "UCX: ucp_worker_create failed: {} (UCX's reason in its log line{}; the UCX_* "
-         "variables: {})", ucs_status_string(s), heldLines != nullptr ? "" : " above", ucxVariables());
+         "variables: {})", ucs_status_string(s), where, ucxVariables());
   }
 }
 
