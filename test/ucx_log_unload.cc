@@ -7,7 +7,8 @@
 // at unload, that was a jump into unmapped code) and goes to stdout again, UCX's default.
 // With UCX_LOG_LEVEL=fatal in the environment: while the library is loaded UCX's level is
 // error (its error lines reach the handler: some failures UCX reports only so) and neither
-// an error line nor a warning is shown anywhere; after dlclose the level is fatal again.
+// an error line nor a warning is shown anywhere; after dlclose the level is fatal again. At
+// either level a PRINT line (ucs_print: no level) goes to stderr while loaded.
 //
 // Usage: ucx_log_unload LIBRINGREDUCE_SO   (RR_TRANSPORT=ucx and UCX_TLS in the environment)
 #include <arpa/inet.h>
@@ -54,9 +55,10 @@ int freePort() {
   return ntohs(a.sin_port);
 }
 
-// Logs `text` at `level` through UCX's dispatch, as UCX's own lines are where that level is on.
+// Logs `text` at `level` through UCX's dispatch, as UCX's own lines are where that level is
+// on (PRINT lines, ucs_print's, at any level).
 void ucxLog(ucs_log_level_t level, const char* text) {
-  if (ucs_log_is_enabled(level))
+  if (level == UCS_LOG_LEVEL_PRINT || ucs_log_is_enabled(level))
     ucs_log_dispatch(__FILE__, __LINE__, __func__, level, &ucs_global_opts.log_component, "%s", text);
   std::fflush(stdout);
   std::fflush(stderr);
@@ -134,6 +136,7 @@ int main(int argc, char** argv) {
     ucxLog(UCS_LOG_LEVEL_ERROR, "rr-test error line while loaded");
   }
   ucxLog(UCS_LOG_LEVEL_WARN, "rr-test line while loaded");
+  ucxLog(UCS_LOG_LEVEL_PRINT, "rr-test print line while loaded");  // shown at any level
   dlclose(lib);
   if (dlopen(argv[1], RTLD_NOW | RTLD_NOLOAD) != nullptr) fail("libringreduce.so still loaded after dlclose");
   ucxLog(UCS_LOG_LEVEL_WARN, "rr-test line after unload");
@@ -143,7 +146,8 @@ int main(int argc, char** argv) {
     if (ucs_global_opts.log_component.log_level != UCS_LOG_LEVEL_FATAL)
       fail("UCX_LOG_LEVEL=fatal: UCX's level after dlclose is " +
            std::to_string(ucs_global_opts.log_component.log_level) + ", not fatal again");
-    if (out.find("rr-test") != std::string::npos || err.find("rr-test") != std::string::npos)
+    if (out.find("rr-test line") != std::string::npos || err.find("rr-test line") != std::string::npos ||
+        err.find("rr-test error line") != std::string::npos)
       fail("UCX_LOG_LEVEL=fatal, yet a line shown");
   } else {
     const std::string who = "[ringreduce pid " + std::to_string(getpid()) + "] [UCX WARN] ucx_log_unload.cc:";
@@ -153,6 +157,9 @@ int main(int argc, char** argv) {
     if (out.find("UCX  WARN") == std::string::npos || out.find("rr-test line after unload") == std::string::npos)
       fail("the line logged after unload is not UCX's own on stdout");
   }
+  if (err.find("[UCX PRINT] ucx_log_unload.cc:") == std::string::npos ||
+      err.find("rr-test print line while loaded") == std::string::npos || out.find("rr-test print") != std::string::npos)
+    fail("the PRINT line logged while loaded is not on stderr alone");
   // stderr back for what runs at exit (a sanitizer's report), and the files gone.
   std::fflush(stderr);
   dup2(savedErr, 2);

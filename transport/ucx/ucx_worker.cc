@@ -127,8 +127,10 @@ ucs_log_func_rc_t ucxLineToStderr(const char* file, unsigned line, const char* /
   std::vsnprintf(text, sizeof text, format, ap);
   if (level == UCS_LOG_LEVEL_ERROR && progressing != nullptr) progressing->noteUcxError(text);
   // A line the user's level hides is written nowhere; while held, it may still go into the
-  // library's own message (HeldUcxLines::take).
-  const bool shown = static_cast<int>(level) <= shownLevel.load(std::memory_order_relaxed);
+  // library's own message (HeldUcxLines::take). PRINT lines (ucs_print) have no level: UCX
+  // writes them always.
+  const bool shown =
+      level == UCS_LOG_LEVEL_PRINT || static_cast<int>(level) <= shownLevel.load(std::memory_order_relaxed);
   if (!shown && heldLines == nullptr) return UCS_LOG_FUNC_RC_STOP;
   if (shown && std::getenv("UCX_LOG_FILE") != nullptr) return UCS_LOG_FUNC_RC_CONTINUE;  // UCX writes it there
   const int rank = logRank.load(std::memory_order_relaxed);
