@@ -165,25 +165,19 @@ if [ "${RR_TRANSPORT:-}" = ucx ] && [ "${UCX_TLS:-}" = sm ] && grep -q "transpor
   # Where the pool must grow and /dev/shm has no room (4 buffers at a time in 384 KiB), UCX
   # logs its error and takes nothing more in: the collective fails at once, naming /dev/shm
   # and the rank, not at RR_TIMEOUT_MS as a stall.
+  # The same where the user silenced UCX (UCX_LOG_LEVEL=fatal): its error lines still fail
+  # the collective at once, and none of them is printed. (warn is UCX's default level.)
   if [ $status != 77 ]; then
-    set +e
-    out=$(UCX_POSIX_RX_BUFS_GROW=4 UCX_TLS=posix,self RR_TIMEOUT_MS=100000 t "$(dirname "$0")/with_small_shm.sh" 384K \
-      "$rr" bench -N 2 -b 1K -e 64K -f 4 -n 200 -w 5 2>&1)
-    status=$?
-    set -e
-    [ $status = 1 ] && grep -q "failed: system error: UCX on rank [01] could not grow its buffers.*/dev/shm" <<<"$out" &&
-      ! grep -q "no progress for" <<<"$out" ||
-      { echo "$out"; echo "a full /dev/shm when the receive pool grows: status $status, not UCX's error at once"; exit 1; }
-    # The same where the user silenced UCX (UCX_LOG_LEVEL=fatal): its error lines still fail
-    # the collective at once, and none of them is printed.
-    set +e
-    out=$(UCX_LOG_LEVEL=fatal UCX_POSIX_RX_BUFS_GROW=4 UCX_TLS=posix,self RR_TIMEOUT_MS=100000 \
-      t "$(dirname "$0")/with_small_shm.sh" 384K "$rr" bench -N 2 -b 1K -e 64K -f 4 -n 200 -w 5 2>&1)
-    status=$?
-    set -e
-    [ $status = 1 ] && grep -q "failed: system error: UCX on rank [01] could not grow its buffers.*/dev/shm" <<<"$out" &&
-      ! grep -q "no progress for\|\[UCX \|UCX  *ERROR" <<<"$out" ||
-      { echo "$out"; echo "UCX_LOG_LEVEL=fatal and a full /dev/shm: status $status, not our error alone at once"; exit 1; }
+    for level in warn fatal; do
+      set +e
+      out=$(UCX_LOG_LEVEL=$level UCX_POSIX_RX_BUFS_GROW=4 UCX_TLS=posix,self RR_TIMEOUT_MS=100000 \
+        t "$(dirname "$0")/with_small_shm.sh" 384K "$rr" bench -N 2 -b 1K -e 64K -f 4 -n 200 -w 5 2>&1)
+      status=$?
+      set -e
+      [ $status = 1 ] && grep -q "failed: system error: UCX on rank [01] could not grow its buffers.*/dev/shm" <<<"$out" &&
+        ! grep -q "no progress for" <<<"$out" && { [ $level = warn ] || ! grep -q "\[UCX \|UCX  *ERROR" <<<"$out"; } ||
+        { echo "$out"; echo "UCX_LOG_LEVEL=$level, a full /dev/shm when the receive pool grows: status $status, not our error alone at once"; exit 1; }
+    done
   fi
   # The same over sysv, whose segments the kernel bounds (kernel.shmall: 120 pages in an IPC
   # namespace of the test's own), naming those limits.
@@ -239,14 +233,35 @@ if [ "${RR_TRANSPORT:-}" = ucx ] && [ "${UCX_TLS:-}" = tcp ]; then
     ! grep -q "$frag" <<<"$out" || { echo "$out"; echo "one-fragment segments beside a rank without"; exit 1; }
     grep -q "# Out of bounds values : 0 OK" <<<"$out" || { echo "$out"; echo "mixed tcp sizes, RR_ALGO=$a"; exit 1; }
   done
-  out=$(UCX_TCP_TX_SEG_SIZE=2M t "$rr" bench -N 2 -b 1M -e 1M -n 2 -w 1 2>&1) && { echo "TX 2M over RX 64K accepted"; exit 1; }
-  grep -q "ucp_worker_create failed: Invalid parameter (UCX's reason in its log line above; the UCX_\* variables: .*UCX_TCP_TX_SEG_SIZE=2M" <<<"$out" ||
-    { echo "$out"; echo "a refused UCX setting not named"; exit 1; }
+  # UCX's reason is in its line above; where UCX_LOG_LEVEL=fatal hides that line, in the error.
+  for level in warn fatal; do
+    out=$(UCX_LOG_LEVEL=$level UCX_TCP_TX_SEG_SIZE=2M t "$rr" bench -N 2 -b 1M -e 1M -n 2 -w 1 2>&1) &&
+      { echo "TX 2M over RX 64K accepted"; exit 1; }
+    why="UCX's reason in its log line above"
+    [ $level = fatal ] && why="UCX said: RX segment size ([0-9]*) must be >= TX segment size ([0-9]*)"
+    grep -q "ucp_worker_create failed: Invalid parameter ($why; the UCX_\* variables: .*UCX_TCP_TX_SEG_SIZE=2M" <<<"$out" &&
+      { [ $level = warn ] || ! grep -q "\[UCX \|UCX  *ERROR" <<<"$out"; } ||
+      { echo "$out"; echo "UCX_LOG_LEVEL=$level: a refused UCX setting not named, or UCX's reason not given once"; exit 1; }
+  done
 fi
 # UCX's own log lines (here its warning about a UCX_* variable it does not know) go to stderr
 # with the rank, never into stdout (bench's table, or the output of a program that embeds the
-# library); with UCX_LOG_FILE set they go where it says, as UCX does.
+# library); with UCX_LOG_FILE set they go where it says, as UCX does. A UCX that cannot start
+# (UCX_TLS naming nothing it has) gives its reason in its line, or under UCX_LOG_LEVEL=fatal,
+# which hides that line, in the error that every rank hears.
 if [ "${RR_TRANSPORT:-}" = ucx ]; then
+  for level in warn fatal; do
+    out=$(UCX_LOG_LEVEL=$level UCX_TLS=nosuch t "$rr" bench -N 2 -b 4K -e 4K -n 2 -w 1 2>&1) &&
+      { echo "$out"; echo "UCX_TLS=nosuch: the job ran"; exit 1; }
+    said="no usable transports/devices (asked nosuch on [^)]*)"  # all devices, or UCX_NET_DEVICES
+    if [ $level = warn ]; then
+      grep -q "\[UCX ERROR\] ucp_context.c:[0-9]* $said" <<<"$out" &&
+        grep -q "ucp_init (check UCX_TLS and UCX_NET_DEVICES) failed: No such device$" <<<"$out"
+    else
+      [ "$(grep -c "rank [01] cannot join: UCX: ucp_init (check UCX_TLS and UCX_NET_DEVICES) failed: No such device (UCX said: $said)" <<<"$out")" -ge 1 ] &&
+        ! grep -q "\[UCX " <<<"$out"
+    fi || { echo "$out"; echo "UCX_LOG_LEVEL=$level, UCX_TLS=nosuch: UCX's reason not given once"; exit 1; }
+  done
   logs=$(mktemp -d)
   UCX_RR_NO_SUCH_VARIABLE=1 t "$rr" bench -N 2 -b 4K -e 4K -n 2 -w 1 >"$logs/out" 2>"$logs/err" ||
     { cat "$logs/out" "$logs/err"; echo "bench with an unknown UCX variable failed"; exit 1; }

@@ -7,7 +7,8 @@
 // at unload, that was a jump into unmapped code) and goes to stdout again, UCX's default.
 // With UCX_LOG_LEVEL=fatal in the environment: while the library is loaded UCX's level is
 // error (its error lines reach the handler: some failures UCX reports only so) and neither
-// an error line nor a warning is shown anywhere; after dlclose the level is fatal again. At
+// an error line nor a warning (dispatched all the same, as if UCX's level were higher) is
+// shown anywhere, on stdout or stderr; after dlclose the level is fatal again. At
 // either level a PRINT line (ucs_print: no level) goes to stderr while loaded.
 //
 // Usage: ucx_log_unload LIBRINGREDUCE_SO   (RR_TRANSPORT=ucx and UCX_TLS in the environment)
@@ -56,9 +57,9 @@ int freePort() {
 }
 
 // Logs `text` at `level` through UCX's dispatch, as UCX's own lines are where that level is
-// on (PRINT lines, ucs_print's, at any level).
-void ucxLog(ucs_log_level_t level, const char* text) {
-  if (level == UCS_LOG_LEVEL_PRINT || ucs_log_is_enabled(level))
+// on (PRINT lines, ucs_print's, at any level), or always (`always`).
+void ucxLog(ucs_log_level_t level, const char* text, bool always = false) {
+  if (always || level == UCS_LOG_LEVEL_PRINT || ucs_log_is_enabled(level))
     ucs_log_dispatch(__FILE__, __LINE__, __func__, level, &ucs_global_opts.log_component, "%s", text);
   std::fflush(stdout);
   std::fflush(stderr);
@@ -134,6 +135,7 @@ int main(int argc, char** argv) {
       fail("UCX_LOG_LEVEL=fatal: UCX's level while the library is loaded is " +
            std::to_string(ucs_global_opts.log_component.log_level) + ", not error");
     ucxLog(UCS_LOG_LEVEL_ERROR, "rr-test error line while loaded");
+    ucxLog(UCS_LOG_LEVEL_WARN, "rr-test warning dispatched while loaded", true);
   }
   ucxLog(UCS_LOG_LEVEL_WARN, "rr-test line while loaded");
   ucxLog(UCS_LOG_LEVEL_PRINT, "rr-test print line while loaded");  // shown at any level
@@ -146,9 +148,9 @@ int main(int argc, char** argv) {
     if (ucs_global_opts.log_component.log_level != UCS_LOG_LEVEL_FATAL)
       fail("UCX_LOG_LEVEL=fatal: UCX's level after dlclose is " +
            std::to_string(ucs_global_opts.log_component.log_level) + ", not fatal again");
-    if (out.find("rr-test line") != std::string::npos || err.find("rr-test line") != std::string::npos ||
-        err.find("rr-test error line") != std::string::npos)
-      fail("UCX_LOG_LEVEL=fatal, yet a line shown");
+    for (const char* line : {"rr-test line", "rr-test error line", "rr-test warning dispatched"})
+      if (out.find(line) != std::string::npos || err.find(line) != std::string::npos)
+        fail(std::string("UCX_LOG_LEVEL=fatal, yet \"") + line + "...\" shown");
   } else {
     const std::string who = "[ringreduce pid " + std::to_string(getpid()) + "] [UCX WARN] ucx_log_unload.cc:";
     if (err.find(who) == std::string::npos || err.find("rr-test line while loaded") == std::string::npos)

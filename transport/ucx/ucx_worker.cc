@@ -112,6 +112,10 @@ constexpr int kSeveralRanks = -2;
 std::atomic<int> logRank{kNoRank};
 // Where this thread's UCX lines go while a HeldUcxLines lives; else stderr.
 thread_local std::vector<HeldUcxLines::Line>* heldLines = nullptr;
+// Where this thread's lines that the user's level hides go while a worker of its starts
+// (HiddenAtStart), for the worker's error should UCX not start; else nowhere.
+thread_local std::string* hiddenAtStart = nullptr;
+constexpr size_t kHiddenAtStart = 1024;  // the most of UCX's words an error quotes
 // The worker this thread is progressing (Progressing), which UCX's error lines concern.
 thread_local UcxWorker* progressing = nullptr;
 // The most verbose level shown. Where the user's UCX_LOG_LEVEL hides error lines (fatal),
@@ -131,7 +135,15 @@ ucs_log_func_rc_t ucxLineToStderr(const char* file, unsigned line, const char* /
   // writes them always.
   const bool shown =
       level == UCS_LOG_LEVEL_PRINT || static_cast<int>(level) <= shownLevel.load(std::memory_order_relaxed);
-  if (!shown && heldLines == nullptr) return UCS_LOG_FUNC_RC_STOP;
+  if (!shown && heldLines == nullptr) {
+    for (std::string_view rest(text); !rest.empty() && hiddenAtStart != nullptr;) {  // "; " between lines
+      const size_t end = std::min(rest.find('\n'), rest.size());
+      if (end > 0 && hiddenAtStart->size() < kHiddenAtStart)
+        *hiddenAtStart += (hiddenAtStart->empty() ? "" : "; ") + std::string(rest.substr(0, end));
+      rest.remove_prefix(std::min(end + 1, rest.size()));
+    }
+    return UCS_LOG_FUNC_RC_STOP;
+  }
   if (shown && std::getenv("UCX_LOG_FILE") != nullptr) return UCS_LOG_FUNC_RC_CONTINUE;  // UCX writes it there
   const int rank = logRank.load(std::memory_order_relaxed);
   const std::string who = rank >= 0 ? fmt::format("rank {}", rank) : fmt::format("pid {}", getpid());
@@ -186,6 +198,28 @@ void routeUcxLogs(int rank) {
   });
 }
 
+// Keeps this thread's lines that the user's UCX_LOG_LEVEL hides (fatal) in `said` while it
+// lives, so that a worker that cannot start can quote UCX's reason (hiddenReason). Where a
+// HeldUcxLines holds this thread's lines (auto's start), it has them all and this keeps
+// nothing.
+class HiddenAtStart {
+ public:
+  explicit HiddenAtStart(std::string& said) : before_(std::exchange(hiddenAtStart, &said)) {}
+  ~HiddenAtStart() { hiddenAtStart = before_; }
+  HiddenAtStart(const HiddenAtStart&) = delete;
+  HiddenAtStart& operator=(const HiddenAtStart&) = delete;
+
+ private:
+  std::string* before_;
+};
+
+// "UCX said: ...", UCX's words that the user's level hid while this thread's worker started
+// (HiddenAtStart); empty if none.
+std::string hiddenReason() {
+  if (hiddenAtStart == nullptr || hiddenAtStart->empty()) return "";
+  return "UCX said: " + *hiddenAtStart;
+}
+
 // Marks this thread as progressing `worker` while it lives.
 class Progressing {
  public:
@@ -218,6 +252,8 @@ std::string HeldUcxLines::take() {
 UcxWorker::UcxWorker(int rank, bool sharedMemory)
     : sharedMemoryOnly_(sharedMemory && std::getenv("UCX_TLS") == nullptr), rank_(rank) {
   routeUcxLogs(rank);
+  std::string hidden;  // UCX's words that UCX_LOG_LEVEL=fatal hides, for the error below
+  HiddenAtStart keep(hidden);
   // The first context only tells which transports UCX may use here; a worker of its own
   // would have been created and destroyed for nothing (with 512 receive buffers in each
   // shared-memory transport: see initContext).
@@ -314,7 +350,11 @@ void UcxWorker::initContext(const Uses& uses) {
   if (sharedRxGrow_ != 0) ucp_config_modify(config, "MM_RX_BUFS_GROW", std::to_string(sharedRxGrow_).c_str());
   const ucs_status_t st = ucp_init(&params, config, &context_);
   ucp_config_release(config);
-  check(st, "ucp_init (check UCX_TLS and UCX_NET_DEVICES)");
+  if (st != UCS_OK) {
+    const std::string said = hiddenReason();
+    fail(RR_ERR_SYSTEM, "UCX: ucp_init (check UCX_TLS and UCX_NET_DEVICES) failed: {}{}", ucs_status_string(st),
+         said.empty() ? said : " (" + said + ")");
+  }
 }
 
 void UcxWorker::createWorker() {
@@ -323,10 +363,15 @@ void UcxWorker::createWorker() {
   wp.thread_mode = UCS_THREAD_MODE_SERIALIZED;  // init's thread, then the progress thread
   if (ucs_status_t s = ucp_worker_create(context_, &wp, &worker_); s != UCS_OK) {
     ucp_cleanup(context_);
+    // UCX's reason: in its line above, in auto's warning (held), or here where the user's
+    // level hid it.
     const bool hidden = shownLevel.load(std::memory_order_relaxed) != UCS_LOG_LEVEL_LAST;
-    const char* where = heldLines != nullptr ? "" : hidden ? ", which UCX_LOG_LEVEL=fatal hides" : " above";
-    fail(RR_ERR_SYSTEM, "UCX: ucp_worker_create failed: {} (UCX's reason in its log line{}; the UCX_* "
-         "variables: {})", ucs_status_string(s), where, ucxVariables());
+    std::string why = hiddenReason();
+    if (why.empty())
+      why = fmt::format("UCX's reason in its log line{}",
+                        heldLines != nullptr ? "" : hidden ? ", which UCX_LOG_LEVEL=fatal hides" : " above");
+    fail(RR_ERR_SYSTEM, "UCX: ucp_worker_create failed: {} ({}; the UCX_* variables: {})", ucs_status_string(s), why,
+         ucxVariables());
   }
 }
 
