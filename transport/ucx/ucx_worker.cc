@@ -19,6 +19,7 @@
 #include <string_view>
 #include <thread>
 #include <utility>
+#include <vector>
 
 #include <fmt/chrono.h>
 
@@ -123,6 +124,18 @@ thread_local UcxWorker* progressing = nullptr;
 // failures UCX reports only in an error line, and the user asked for silence, not a stall.
 std::atomic<int> shownLevel{UCS_LOG_LEVEL_LAST};
 
+// UCX's text line by line, without empty lines: one line of ours per line of UCX's, as its
+// own handler prints.
+std::vector<std::string_view> linesOf(std::string_view text) {
+  std::vector<std::string_view> lines;
+  while (!text.empty()) {
+    const size_t end = std::min(text.find('\n'), text.size());
+    if (end > 0) lines.push_back(text.substr(0, end));
+    text.remove_prefix(std::min(end + 1, text.size()));
+  }
+  return lines;
+}
+
 ucs_log_func_rc_t ucxLineToStderr(const char* file, unsigned line, const char* /*function*/,
                                   ucs_log_level_t level, const ucs_log_component_config_t* /*config*/,
                                   const char* format, va_list ap) {
@@ -135,13 +148,11 @@ ucs_log_func_rc_t ucxLineToStderr(const char* file, unsigned line, const char* /
   // writes them always.
   const bool shown =
       level == UCS_LOG_LEVEL_PRINT || static_cast<int>(level) <= shownLevel.load(std::memory_order_relaxed);
+  const std::vector<std::string_view> lines = linesOf(text);
   if (!shown && heldLines == nullptr) {
-    for (std::string_view rest(text); !rest.empty() && hiddenAtStart != nullptr;) {  // "; " between lines
-      const size_t end = std::min(rest.find('\n'), rest.size());
-      if (end > 0 && hiddenAtStart->size() < kHiddenAtStart)
-        *hiddenAtStart += (hiddenAtStart->empty() ? "" : "; ") + std::string(rest.substr(0, end));
-      rest.remove_prefix(std::min(end + 1, rest.size()));
-    }
+    for (std::string_view l : lines)  // "; " between lines
+      if (hiddenAtStart != nullptr && hiddenAtStart->size() < kHiddenAtStart)
+        *hiddenAtStart += (hiddenAtStart->empty() ? "" : "; ") + std::string(l);
     return UCS_LOG_FUNC_RC_STOP;
   }
   if (shown && std::getenv("UCX_LOG_FILE") != nullptr) return UCS_LOG_FUNC_RC_CONTINUE;  // UCX writes it there
@@ -157,12 +168,9 @@ ucs_log_func_rc_t ucxLineToStderr(const char* file, unsigned line, const char* /
                   level < UCS_LOG_LEVEL_LAST ? ucs_log_level_names[level] : "PRINT",
                   slash != nullptr ? slash + 1 : file, line);
   std::string out;
-  std::string_view rest(text);
-  while (!rest.empty()) {  // one line of ours per line of UCX's, as its own handler prints
-    const size_t end = std::min(rest.find('\n'), rest.size());
-    if (end > 0 && heldLines != nullptr) heldLines->push_back({prefix, std::string(rest.substr(0, end)), shown});
-    if (end > 0) out += prefix + std::string(rest.substr(0, end)) + "\n";
-    rest.remove_prefix(std::min(end + 1, rest.size()));
+  for (std::string_view l : lines) {
+    if (heldLines != nullptr) heldLines->push_back({prefix, std::string(l), shown});
+    out += prefix + std::string(l) + "\n";
   }
   if (heldLines == nullptr) std::fwrite(out.data(), 1, out.size(), stderr);
   return UCS_LOG_FUNC_RC_STOP;
