@@ -47,8 +47,11 @@ build() {
   local options=() targets=()
   while [ $# -gt 0 ] && [ "$1" != -- ]; do options+=("$1"); shift; done
   [ $# -gt 0 ] && shift && targets=("$@")
+  # debugoptimized unless the options set their own optimization level
+  local kind=(--buildtype=debugoptimized)
+  [[ " ${options[*]} " == *" -Doptimization="* ]] && kind=(-Ddebug=true)
   local start=$(date +%s)
-  if { [ -f "$dir/build.ninja" ] || meson setup "$dir" --buildtype=debugoptimized -Dwerror=true "${options[@]}" >"$dir.setup.log" 2>&1; } &&
+  if { [ -f "$dir/build.ninja" ] || meson setup "$dir" "${kind[@]}" -Dwerror=true "${options[@]}" >"$dir.setup.log" 2>&1; } &&
      ninja -C "$dir" "${targets[@]}" >"$dir.build.log" 2>&1; then
     echo "== built $dir in $(( $(date +%s) - start )) s"
   else
@@ -113,9 +116,12 @@ case "$what" in
         asan)
           # CUDA off: nvcc objects are not instrumented, and without a GPU only the
           # stand-in device (always built) can run anyway. With UCX: its tests run here too
-          # (UCX objects released on every error path, LeakSanitizer on).
-          build "$prefix-asan" -Dcuda=disabled -Db_sanitize=address,undefined -Db_lundef=false \
-            -Dcpp_args=-fno-sanitize-recover=all -Dc_args=-fno-sanitize-recover=all || continue
+          # (UCX objects released on every error path, LeakSanitizer on). -O1 -g1 (line
+          # tables, inlined frames included: all a sanitizer's report uses) build in 0.6 of
+          # -O2 -g's time, the longest tests as fast within the noise; the SIMD kernels keep
+          # their -O3.
+          build "$prefix-asan" -Dcuda=disabled -Db_sanitize=address,undefined -Db_lundef=false -Doptimization=1 \
+            "-Dcpp_args=-fno-sanitize-recover=all -g1" "-Dc_args=-fno-sanitize-recover=all -g1" || continue
           export RR_TEST_QUICK=1 RR_TEST_TIME_SCALE=3
           suite "$prefix-asan" "ASan+UBSan suite (quick) and soak" --timeout-multiplier 3 \
             --suite unit --suite integration --suite faults --suite soak --no-suite repeat --no-suite scale
@@ -123,7 +129,9 @@ case "$what" in
           ;;
         tsan)
           # UCX off: the build without it (-Ducx=disabled) is checked here.
-          build "$prefix-tsan" -Dcuda=disabled -Ducx=disabled -Db_sanitize=thread -Db_lundef=false || continue
+          # -g1 as in asan; -O2 kept (-O1 not measured under ThreadSanitizer).
+          build "$prefix-tsan" -Dcuda=disabled -Ducx=disabled -Db_sanitize=thread -Db_lundef=false \
+            -Dcpp_args=-g1 -Dc_args=-g1 || continue
           # RR_TEST_QUICK=2: the collectives' largest count 20011 instead of 100003 (every
           # element costs ~10x under TSan; test/collectives_check.cc says what still holds)
           export RR_TEST_QUICK=2 RR_TEST_TIME_SCALE=3 TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1"
@@ -133,7 +141,8 @@ case "$what" in
           # (libucm patching madvise and mmap) crash in TSan's interceptors at thread start:
           # UCX_MEM_EVENTS=no turns them off (they serve registration caches, unused here).
           # Only what the sample runs is built.
-          if build "$prefix-tsan-ucx" -Dcuda=disabled -Ducx=enabled -Db_sanitize=thread -Db_lundef=false -- \
+          if build "$prefix-tsan-ucx" -Dcuda=disabled -Ducx=enabled -Db_sanitize=thread -Db_lundef=false \
+               -Dcpp_args=-g1 -Dc_args=-g1 -- \
                cli/ringreduce examples/trainer test/mismatch_check test/semantics_check test/fault_check; then
             export UCX_MEM_EVENTS=no
             suite "$prefix-tsan-ucx" "TSan with UCX (a sample of the ucx suite)" --timeout-multiplier 3 \
