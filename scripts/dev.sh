@@ -10,7 +10,8 @@
 #   asan    AddressSanitizer + UndefinedBehaviorSanitizer build (-fno-sanitize-recover=all;
 #           with UCX, whose tests run here too; the tsan build is -Ducx=disabled):
 #           unit, integration, faults in quick mode, the 'variant' runs (a test family
-#           again with a setting forced, e.g. RR_ALGO; TSan runs a sample of them), and the
+#           again with a setting forced, e.g. RR_ALGO) but those labelled 'plain-only' (a
+#           forced setting on a path run here already; TSan runs a smaller sample), and the
 #           10,000-collective soak
 #   tsan    ThreadSanitizer build: unit, integration, faults in quick mode (the collectives'
 #           largest count 20011), without the "heavy" run (collectives n=5: minutes here),
@@ -120,7 +121,8 @@ case "$what" in
             "-Dcpp_args=-fno-sanitize-recover=all -g1" "-Dc_args=-fno-sanitize-recover=all -g1" || continue
           export RR_TEST_QUICK=1 RR_TEST_TIME_SCALE=3
           suite "$prefix-asan" "ASan+UBSan suite (quick) and soak" --timeout-multiplier 3 \
-            --suite unit --suite integration --suite faults --suite soak --no-suite repeat --no-suite scale
+            --suite unit --suite integration --suite faults --suite soak --no-suite repeat --no-suite scale \
+            --no-suite plain-only
           unset RR_TEST_QUICK RR_TEST_TIME_SCALE
           ;;
         tsan)
