@@ -3,7 +3,7 @@
 # rank 0 must give up with an error that says it rejected a connection; nothing hangs.
 set -uo pipefail
 example=$1
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+port=$(python3 "$(dirname "$0")/free_port.py")
 export RR_ADDR=127.0.0.1:$port RR_SIZE=2 RR_TIMEOUT_MS=3000
 RR_RANK=0 RR_SECRET=right timeout 20 "$example" >rank0.log 2>&1 &
 p0=$!

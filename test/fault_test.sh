@@ -21,7 +21,9 @@ n=${RR_TEST_N:-4}
 last_rank=$((n - 1))
 dir=$(mktemp -d)
 trap 'kill -9 $(jobs -p) 2>/dev/null; rm -rf "$dir"' EXIT
-port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+# Ports outside the kernel's ephemeral range: the second address is bound only after the
+# fault, by when a port from that range may be some connection's local end (free_port.py).
+port() { python3 "$(dirname "$0")/free_port.py" "$@"; }
 failed=0
 for mode in "${modes[@]}"; do
   victim=$((n > 2 ? 2 : 1)) culprit=
@@ -36,7 +38,8 @@ for mode in "${modes[@]}"; do
   for r in $(seq 0 $last_rank); do [ $r = $victim ] || survivors+=($r); done
   for ((run = 1; run <= repeat; ++run)); do
     rm -f "$dir"/*
-    p1=$(port) p2=$(port)
+    ports=($(port 2))
+    p1=${ports[0]} p2=${ports[1]}
     pids=()
     for r in $(seq 0 $last_rank); do
       RR_RANK=$r RR_SIZE=$n RR_ADDR=127.0.0.1:$p1 RR_TEST_ADDR2=127.0.0.1:$p2 RR_SECRET=fault-test \

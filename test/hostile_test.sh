@@ -15,7 +15,7 @@ set -uo pipefail
 check=$1 client=$2
 dir=$(mktemp -d)
 trap 'kill -9 $(jobs -p) 2>/dev/null; rm -rf "$dir"' EXIT
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+port=$(python3 "$(dirname "$0")/free_port.py")
 export RR_ADDR=127.0.0.1:$port RR_SECRET=hostile-test RR_SIZE=4 RR_TIMEOUT_MS=30000
 # Rank 0 first; the others only once every hostile connection is in (and 6 s later), so the
 # attacks are sure to land while rank 0 gathers the ranks.

@@ -30,7 +30,7 @@ set -uo pipefail
 check=$1
 dir=$(mktemp -d)
 trap 'kill -9 $(jobs -p) 2>/dev/null; rm -rf "$dir"' EXIT
-port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+port() { python3 "$(dirname "$0")/free_port.py"; }
 failed=0
 # run CASE LIMIT_S VAR=VALUE@RANK...: starts 4 ranks with those extra variables; +WORDS@RANK
 # runs that rank under the command WORDS (split at spaces).

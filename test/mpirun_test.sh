@@ -4,7 +4,7 @@
 set -euo pipefail
 check=$1
 command -v mpirun >/dev/null || { echo "mpirun not installed: skipping"; exit 77; }
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+port=$(python3 "$(dirname "$0")/free_port.py")
 out=$(timeout --kill-after=5 240 mpirun --allow-run-as-root --oversubscribe -np 3 \
   -x RR_ADDR=127.0.0.1:$port -x RR_SECRET=mpirun-test-secret "$check" --quick 2>&1) || {
   echo "$out"; echo "mpirun run failed"; exit 1; }

@@ -46,7 +46,7 @@ ranks() {
 
 # One host, rank 0 at 127.0.1.1 (Debian's address for the host's name): the other ranks
 # publish 127.0.0.1, their route to it, and are still on rank 0's host.
-p=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+p=$(python3 "$(dirname "$0")/free_port.py")
 ranks name 127.0.1.1:$p "" "the job's ranks share one host: auto takes recursive doubling up to 32 KiB" \
   "RR_ADDR=127.0.1.1"
 echo "RR_ADDR=127.0.1.1: 4 of 4 ranks found one host (127.0.1.1 and 127.0.0.1 both loopback); 4-64 KiB right"
