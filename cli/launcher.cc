@@ -5,6 +5,7 @@
 #include <openssl/rand.h>
 #include <poll.h>
 #include <sched.h>
+#include <sys/socket.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -47,9 +48,21 @@ std::string freshSecret() {
   return hex;
 }
 
-uint16_t freePort() {
-  Fd fd = listenOn(makeAddr("127.0.0.1", 0), 1);
-  return localAddr(fd.get()).port();
+// A port for rank 0's rendezvous, held for the job: bound with SO_REUSEADDR and never
+// listening, so rank 0's listener (which sets SO_REUSEADDR too) can bind it beside this
+// socket, while the kernel hands it to no connect() and no bind to port 0 meanwhile (it
+// takes their local ports from the same range, and skips a port a bind holds). A port the
+// launcher let go of at once was free only until then. Returns an empty Fd, with errno
+// set, where the socket cannot be had.
+Fd reservePort() {
+  const SockAddr any = makeAddr("127.0.0.1", 0);
+  Fd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (!fd) return fd;
+  int one = 1;
+  if (::setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) != 0 ||
+      ::bind(fd.get(), any.get(), any.len) != 0)
+    return Fd();
+  return fd;
 }
 
 void writeAll(int fd, const std::string& s) {
@@ -173,7 +186,12 @@ int launch(const LaunchOptions& o) {
   const std::vector<int> cpus = o.bind == Bind::kCore ? allowed : std::vector<int>{};
   // What the ranks share, whether each is bound to one of them or not (the spin's rule).
   const std::string sharedCpus = std::to_string(std::max<size_t>(1, allowed.size()));
-  const std::string addr = fmt::format("127.0.0.1:{}", freePort());
+  const Fd port = reservePort();
+  if (!port) {
+    std::perror("ringreduce run: a port on 127.0.0.1 for the rendezvous");
+    return 1;
+  }
+  const std::string addr = fmt::format("127.0.0.1:{}", localAddr(port.get()).port());
   const std::string secret = freshSecret();
   std::vector<Rank> ranks(static_cast<size_t>(o.ranks));
   std::vector<char*> argv;
