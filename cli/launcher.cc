@@ -5,12 +5,13 @@
 #include <openssl/rand.h>
 #include <poll.h>
 #include <sched.h>
-#include <sys/socket.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -60,8 +61,11 @@ Fd reservePort() {
   if (!fd) return fd;
   int one = 1;
   if (::setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) != 0 ||
-      ::bind(fd.get(), any.get(), any.len) != 0)
-    return Fd();
+      ::bind(fd.get(), any.get(), any.len) != 0) {
+    const int err = errno;
+    fd.reset();
+    errno = err;
+  }
   return fd;
 }
 
