@@ -24,6 +24,34 @@ python3 -c 'import json,sys; d=json.loads(sys.argv[1]); assert d["wrong"]==0 and
 out=$(t "$rr" run -n 2 -- sh -c 'echo hello from $RR_RANK of $RR_SIZE')
 grep -qx '\[0\] hello from 0 of 2' <<<"$out"
 grep -qx '\[1\] hello from 1 of 2' <<<"$out"
+# run holds RR_ADDR's port for the job without listening (cli/launcher.cc, reservePort): a
+# plain bind to it fails while one with SO_REUSEADDR that listens, as rank 0's listener,
+# succeeds; and no rank inherits the launcher's socket.
+out=$(t "$rr" run -n 1 -- python3 -c '
+import os, socket
+port = int(os.environ["RR_ADDR"].rsplit(":", 1)[1])
+plain = socket.socket()
+try:
+    plain.bind(("127.0.0.1", port))
+    print("plain bind succeeded")
+    plain.close()  # the port was not held: let the listener below have it
+except OSError as e:
+    print("plain bind refused:", e.strerror)
+listener = socket.socket()
+listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+listener.bind(("127.0.0.1", port))
+listener.listen(1)
+mine = {plain.fileno(), listener.fileno()}  # -1 for plain where it was closed
+def target(fd):
+    try:
+        return os.readlink(f"/proc/self/fd/{fd}")
+    except OSError:  # the fd listdir itself held
+        return ""
+inherited = [fd for fd in os.listdir("/proc/self/fd") if int(fd) not in mine and target(fd).startswith("socket:")]
+print("listening; sockets inherited:", len(inherited))')
+grep -qx '\[0\] plain bind refused: Address already in use' <<<"$out" &&
+  grep -qx '\[0\] listening; sockets inherited: 0' <<<"$out" ||
+  { echo "$out"; echo "run did not hold its rendezvous port as it should"; exit 1; }
 # --bind-to: core puts rank r on the r-th CPU this process may use; run's default leaves
 # each rank every CPU; more ranks than CPUs with core is a usage error naming both.
 mine=$(python3 -c 'import os; print(",".join(map(str, sorted(os.sched_getaffinity(0)))))')
