@@ -6,7 +6,6 @@
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -16,6 +15,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <exception>
 #include <string>
 #include <vector>
 
@@ -47,26 +47,6 @@ std::string freshSecret() {
   std::string hex;
   for (unsigned char b : bytes) hex += fmt::format("{:02x}", b);
   return hex;
-}
-
-// A port for rank 0's rendezvous, held for the job: bound with SO_REUSEADDR and never
-// listening, so rank 0's listener (which sets SO_REUSEADDR too) can bind it beside this
-// socket, while the kernel hands it to no connect() and no bind to port 0 meanwhile (it
-// takes their local ports from the same range, and skips a port a bind holds). A port the
-// launcher let go of at once was free only until then. Returns an empty Fd, with errno
-// set, where the socket cannot be had.
-Fd reservePort() {
-  const SockAddr any = makeAddr("127.0.0.1", 0);
-  Fd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  if (!fd) return fd;
-  int one = 1;
-  if (::setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) != 0 ||
-      ::bind(fd.get(), any.get(), any.len) != 0) {
-    const int err = errno;
-    fd.reset();
-    errno = err;
-  }
-  return fd;
 }
 
 void writeAll(int fd, const std::string& s) {
@@ -190,9 +170,17 @@ int launch(const LaunchOptions& o) {
   const std::vector<int> cpus = o.bind == Bind::kCore ? allowed : std::vector<int>{};
   // What the ranks share, whether each is bound to one of them or not (the spin's rule).
   const std::string sharedCpus = std::to_string(std::max<size_t>(1, allowed.size()));
-  const Fd port = reservePort();
-  if (!port) {
-    std::perror("ringreduce run: a port on 127.0.0.1 for the rendezvous");
+  // A port for rank 0's rendezvous, held for the job: bound with SO_REUSEADDR and never
+  // listening, so rank 0's listener (which sets SO_REUSEADDR too) can bind it beside this
+  // socket, while the kernel hands it to no connect() and no bind to port 0 meanwhile (it
+  // takes their local ports from the same range, and skips a port a bind holds). A port
+  // the launcher let go of at once was free only until then.
+  Fd port;
+  try {
+    port = bindTo(makeAddr("127.0.0.1", 0));
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "ringreduce run: a port on 127.0.0.1 for the rendezvous: %s\n",
+                 e.what());
     return 1;
   }
   const std::string addr = fmt::format("127.0.0.1:{}", localAddr(port.get()).port());

@@ -52,6 +52,28 @@ print("listening; sockets inherited:", len(inherited))')
 grep -qx '\[0\] plain bind refused: Address already in use' <<<"$out" &&
   grep -qx '\[0\] listening; sockets inherited: 0' <<<"$out" ||
   { echo "$out"; echo "run did not hold its rendezvous port as it should"; exit 1; }
+# Where no port is left to hold, run says so and which call failed, and starts no rank: in a
+# network namespace of the test's own whose local port range (40000-40001) is all bound.
+ns=rr-cli-$$
+if ip netns add $ns 2>/dev/null; then
+  set +e
+  out=$(t ip netns exec $ns sh -c 'ip link set lo up && sysctl -qw net.ipv4.ip_local_port_range="40000 40001" &&
+    exec python3 -c "
+import socket, subprocess, sys
+held = []
+for port in (40000, 40001):
+    s = socket.socket(); s.bind((\"127.0.0.1\", port)); held.append(s)
+r = subprocess.run([sys.argv[1], \"run\", \"-n\", \"1\", \"--\", \"echo\", \"a rank started\"], capture_output=True, text=True)
+print(\"status\", r.returncode); print(r.stdout + r.stderr, end=\"\")" "$0"' "$rr" 2>&1)
+  set -e
+  ip netns del $ns
+  [ "$(head -1 <<<"$out")" = "status 1" ] &&
+    grep -qx "ringreduce run: a port on 127.0.0.1 for the rendezvous: bind to 127.0.0.1:0: Address already in use" <<<"$out" &&
+    ! grep -q "a rank started" <<<"$out" ||
+    { echo "$out"; echo "run with no port left: not status 1 naming the bind"; exit 1; }
+else
+  echo "== run with no port left skipped: ip netns add is not allowed here"
+fi
 # --bind-to: core puts rank r on the r-th CPU this process may use; run's default leaves
 # each rank every CPU; more ranks than CPUs with core is a usage error naming both.
 mine=$(python3 -c 'import os; print(",".join(map(str, sorted(os.sched_getaffinity(0)))))')

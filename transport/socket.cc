@@ -135,13 +135,19 @@ SockAddr makeAddr(const std::string& ip, uint16_t port) {
   return addr;
 }
 
-Fd listenOn(const SockAddr& addr, int backlog) {
+Fd bindTo(const SockAddr& addr) {
   Fd fd(::socket(addr.storage.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0));
   if (!fd) failErrno(errno, "socket");
   int one = 1;
-  ::setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  if (::setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) != 0)
+    failErrno(errno, "setsockopt SO_REUSEADDR");
   if (::bind(fd.get(), addr.get(), addr.len) != 0)
     failErrno(errno, fmt::format("bind to {}", addr.str()));
+  return fd;
+}
+
+Fd listenOn(const SockAddr& addr, int backlog) {
+  Fd fd = bindTo(addr);
   if (::listen(fd.get(), backlog) != 0) failErrno(errno, fmt::format("listen on {}", addr.str()));
   return fd;
 }

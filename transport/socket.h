@@ -61,6 +61,9 @@ SockAddr resolve(const std::string& hostPort, const char* what);
 // A numeric IP and a port.
 SockAddr makeAddr(const std::string& ip, uint16_t port);
 
+// A stream socket (close-on-exec) with SO_REUSEADDR, bound to addr; throws RR_ERR_SYSTEM
+// naming the call and the address. listenOn is bindTo and listen(2).
+Fd bindTo(const SockAddr& addr);
 Fd listenOn(const SockAddr& addr, int backlog);
 SockAddr localAddr(int fd);
 SockAddr peerAddr(int fd);
