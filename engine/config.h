@@ -110,6 +110,16 @@ struct Config {
   // from 4; across hosts 64 KiB at 2 ranks (both send the bucket once), 8 KiB at 3, 16 KiB
   // from 4 (config.cc has the measurements).
   static size_t rdMaxBytes(int size, Span span);
+  // Recursive doubling at 2 ranks runs on the pair's own link (rd_schedule.h, "Links") for
+  // host buckets up to this size, on the ring's links above it and for device buckets. On
+  // loopback it beat the ring's links at 1 and 4 KiB, was level at 16 and lost at 64 KiB;
+  // on emulated hosts it beat them at 1 KiB, link-bound from 4 (bench/RESULTS.md, "The
+  // pair's own link at n = 2").
+  static constexpr size_t kPairLinkMaxBytes = size_t{16} << 10;
+  // Whether a pass of `algo` moving `bytes` runs on the pair's own link (ScheduleParams::pairLink).
+  static bool pairLinkFor(int size, Algorithm algo, size_t bytes, bool device) {
+    return size == 2 && algo == Algorithm::kRd && !device && bytes <= kPairLinkMaxBytes;
+  }
   // auto: halving-doubling above rdMaxBytes up to this (16 MiB at 4 ranks, 1 MiB there
   // where every link of the job reads its peers' frames, 2 MiB at 8 and more), the ring
   // above (0: never; only where n is a power of two from 4).

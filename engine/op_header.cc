@@ -14,7 +14,7 @@ void GroupHeader::encode(uint8_t* p) const {
   wire::put32(p + 16, static_cast<uint32_t>(dtype));
   wire::put32(p + 20, static_cast<uint32_t>(op));
   wire::put32(p + 24, static_cast<uint32_t>(root));
-  wire::put32(p + 28, (proposal ? 1U : 0U) | static_cast<uint32_t>(algo) << 8);
+  wire::put32(p + 28, (proposal ? 1U : 0U) | static_cast<uint32_t>(algo) << 8 | (pairLink ? 1U : 0U) << 16);
   for (uint32_t i = 0; i < numOps; ++i) wire::put64(p + 32 + 8 * i, counts[i]);
 }
 
@@ -40,11 +40,14 @@ GroupHeader GroupHeader::decode(const uint8_t* p, int fromRank) {
   h.op = static_cast<rr_op_t>(op);
   h.root = static_cast<int32_t>(wire::get32(p + 24));
   const uint32_t flags = wire::get32(p + 28);
-  const uint32_t algo = flags >> 8;
-  if ((flags & 0xfe) != 0 || algo > static_cast<uint32_t>(Algorithm::kHd))
+  const uint32_t algo = (flags >> 8) & 0xff;
+  const bool pairLink = (flags >> 16) != 0;
+  if ((flags & 0xfffe00fe) != 0 || algo > static_cast<uint32_t>(Algorithm::kHd) ||
+      (pairLink && algo != static_cast<uint32_t>(Algorithm::kRd)))
     fail(RR_ERR_SYSTEM, "protocol error: rank {} sent an op header with flags {:#x}", fromRank, flags);
   h.proposal = (flags & 1) != 0;
   h.algo = static_cast<Algorithm>(algo);
+  h.pairLink = pairLink;
   for (uint32_t i = 0; i < h.numOps; ++i) h.counts[i] = wire::get64(p + 32 + 8 * i);
   return h;
 }

@@ -2,7 +2,9 @@
 //
 //   frame 1 (40 bytes):  first seq u64 | ops u32 | kind u32 | dtype u32 | op u32 | root i32 |
 //                        flags u32 (bit 0: a fusion proposal; bits 8-15: the all-reduce's
-//                        algorithm, 0 ring, 1 recursive doubling) | count u64
+//                        algorithm, 0 ring, 1 recursive doubling, 2 halving-doubling;
+//                        bit 16: recursive doubling at n = 2 on the pair's own link) |
+//                        count u64
 //   frame 2 (ops > 1):   count u64 x (ops - 1)
 //
 // Every rank sends its own header right as a pass starts, its first data right behind it,
@@ -40,6 +42,7 @@ struct GroupHeader {
   int root = 0;
   bool proposal = false;
   Algorithm algo = Algorithm::kRing;  // how the pass runs (a proposal's is not read)
+  bool pairLink = false;              // ScheduleParams::pairLink (kRd only)
   std::array<uint64_t, kMaxOps> counts{};
 
   void encode(uint8_t* out) const;

@@ -366,6 +366,15 @@ void ProgressEngine::checkPeerHeader(int peer, const GroupHeader& left, const Gr
          "same on every rank)",
          describeOp(mine.opAt(0)), mine.numOps > 1 ? fmt::format(" (fused with {} more)", mine.numOps - 1) : "",
          peer, algorithmName(left.algo), rank_, algorithmName(mine.algo));
+  // The same sizes and settings: only a device bucket (the ring's links) against a host one.
+  if (left.pairLink != mine.pairLink) {
+    const auto where = [](bool pair) { return pair ? "on the pair's own link (a bucket in host memory)"
+                                                   : "on the ring's links (a bucket in GPU memory)"; };
+    fail(RR_ERR_MISMATCH,
+         "ranks disagree on the links of {}: rank {} runs recursive doubling {}, rank {} {} (every rank's "
+         "bucket must be in the same kind of memory)",
+         describeOp(mine.opAt(0)), peer, where(left.pairLink), rank_, where(mine.pairLink));
+  }
 }
 
 void ProgressEngine::idleDuties() {

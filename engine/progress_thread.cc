@@ -161,6 +161,7 @@ void Communicator::runPass(const std::vector<std::shared_ptr<Request>>& ops, con
   // named by the engine (the settings differ between the ranks).
   GroupHeader mine = h;
   mine.algo = params.algo;
+  mine.pairLink = params.pairLink;
 
   PassTimes times = engine_->run(RingSchedule(params), mine, leftHeader, send, recv, device, first.programBase);
   times.start = waitStart;
@@ -185,6 +186,7 @@ ScheduleParams Communicator::scheduleFor(Collective kind, rr_dtype_t dtype, size
   params.depth = ProgressEngine::kDepth;
   params.root = root;
   params.algo = config_.algorithmFor(kind, count * es, device, span_, largeFrames_);
+  params.pairLink = Config::pairLinkFor(config_.size, params.algo, count * es, device);
   // Segments: a quarter of the largest block, rounded up to 4 KiB, at least 64 KiB and at
   // most RR_SEGMENT_BYTES; a broadcast chain is n-1 hops deep, so it cuts the whole bucket in
   // eight. Below 64 KiB a segment costs more in frames and wake-ups than its pipelining

@@ -6,9 +6,10 @@
 namespace rr {
 namespace {
 
-// At n = 2: one exchange on the ring's links (the units of the first version, unchanged).
+// At n = 2: one exchange, on the ring's links or on the pair's own (ScheduleParams::pairLink).
 Unit pairUnit(const ScheduleParams& p, size_t k, size_t begin, size_t count) {
   Unit u;
+  if (p.pairLink) u.peer = 1 - p.rank;
   u.sendFrom = Buffer::kSend;
   u.sendOffset = begin;
   u.sendCount = count;
@@ -74,7 +75,7 @@ size_t rdNumUnits(const ScheduleParams& p) {
 
 std::vector<int> rdPartners(int rank, int size) {
   std::vector<int> out;
-  if (size <= 2) return out;
+  if (size < 2) return out;
   const RdShape s = rdShape(size);
   if (rank < 2 * s.rem) out.push_back(rank % 2 == 0 ? rank + 1 : rank - 1);
   const int q = s.newRank(rank);

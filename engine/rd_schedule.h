@@ -19,10 +19,15 @@
 // operand's). Cost: log2 p exchanges (+2 hops when n is not a power of two), against the
 // ring's 2(n-1) hops, and the whole bucket sent per exchange: for small buckets only.
 //
-// Links: at n = 2 the partner is both ring neighbours, so the ring's links carry the one
-// exchange (send right, receive from the left; Unit::peer = -1). For n > 2 each rank has a
-// link of its own to every partner (rdPartners), made at init beside the ring's; a unit
-// names its partner in Unit::peer and sends and receives on that link only.
+// Links: each rank has a link of its own to every partner (rdPartners), made at init beside
+// the ring's; a unit names its partner in Unit::peer and sends and receives on that link
+// only. At n = 2 the partner is both ring neighbours, and the one exchange runs on either:
+// on the pair's link (ScheduleParams::pairLink, a host bucket up to
+// Config::kPairLinkMaxBytes) both ranks' data go over one connection, so each carries the
+// ACK of the other's and a 1 KiB all-reduce costs one packet each way, not one and a half
+// (bench/RESULTS.md, "The pair's own link at n = 2"); larger buckets, and device buckets
+// (whose passes run on the ring's links only), use the ring's links (send right, receive
+// from the left; Unit::peer = -1).
 //
 // Units: unit k = step * segments + segment, the same numbering on every rank (a rank with
 // nothing to do in a step, as 2i in the exchanges, has empty units there). A unit's send
@@ -62,8 +67,8 @@ bool rdSupports(int size);
 size_t rdNumUnits(const ScheduleParams& params);
 Unit rdUnit(const ScheduleParams& params, size_t k);
 
-// The ranks `rank` exchanges with at size > 2, in step order (fold partner first), each
-// once; empty at size <= 2 (the ring's links serve). A link to each is made at init: the
+// The ranks `rank` exchanges with, in step order (fold partner first), each once: at size 2
+// the other rank, empty at size 1. A link to each is made at init: the
 // lower rank of a pair connects, the higher accepts (rdConnects says which).
 std::vector<int> rdPartners(int rank, int size);
 inline bool rdConnects(int rank, int partner) { return rank < partner; }

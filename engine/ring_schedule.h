@@ -73,7 +73,8 @@ struct Unit {
   int64_t dependsOn = -1;      // the send waits until the receive of this unit is done
   int peer = -1;               // -1: send to the right neighbour, receive from the left;
                                // else the one rank this unit sends to and receives from
-                               // over its own link (recursive doubling at n > 2)
+                               // over its own link (recursive doubling at n > 2, or on
+                               // the pair's link at n = 2)
 };
 
 struct ScheduleParams {
@@ -85,6 +86,8 @@ struct ScheduleParams {
   int depth = 2;         // segments per round per block (> 0)
   int root = 0;          // broadcast only
   Algorithm algo = Algorithm::kRing;  // all-reduce only; kRd: rd_schedule.h, kHd: hd_schedule.h
+  bool pairLink = false;  // kRd at n = 2: the exchange on the pair's own link, not the ring's
+                          // two (rd_schedule.h, "Links")
 };
 
 class RingSchedule {
@@ -102,7 +105,9 @@ class RingSchedule {
   // recursive doubling and halving-doubling, whose steps are their own files).
   int steps() const { return steps_; }
   // Whether units send to and receive from partners other than the ring's neighbours.
-  bool usesPartners() const { return params_.algo != Algorithm::kRing && params_.size > 2; }
+  bool usesPartners() const {
+    return params_.algo != Algorithm::kRing && (params_.size > 2 || params_.pairLink);
+  }
   Algorithm algo() const { return params_.algo; }
   // Chunk bounds, computed here only: [begin, end) of block `block` in element offsets of
   // the full n-block layout.

@@ -15,6 +15,10 @@
 # - RPS on every veth end (rps_cpus: all cores): a NIC keeps a flow's packets in order
 #   (RSS), but a veth hands each packet to the backlog of the core its sender runs on, and
 #   a sender that moves between cores gets its flow reordered (spurious fast retransmits).
+#   RR_NETNS_RPS=off leaves it off (each packet handled on the core that sent it), to see
+#   what the steering decides: with RPS a flow's packets land on a core by the hash of its
+#   addresses and ports, so a small exchange's time depends on the draw (bench/RESULTS.md,
+#   "Peers with 2,000 iterations, and where the emulated 1 KiB cell comes from").
 #
 #   hosts_up TAG N SUBNET [RATE]   makes TAG-0 .. TAG-(N-1) and TAG-hub; returns 77 (skip)
 #                                  when namespaces cannot be made
@@ -65,6 +69,7 @@ hosts_saved_allowed=
 hosts_like_nics() {
   local tag=$1 ns=$2 hub=$3 cc=${RR_NETNS_CC:-cubic} cores allowed
   cores=$(printf '%x' $(( (1 << $(nproc)) - 1 )))
+  [ "${RR_NETNS_RPS:-all}" = off ] && cores=0
   allowed=$(sysctl -n net.ipv4.tcp_allowed_congestion_control)
   if [[ " $allowed " != *" $cc "* ]]; then
     hosts_saved_allowed=$allowed

@@ -17,6 +17,10 @@
 //                  rank 0 and a rank running B, and both algorithms (at n > 2 recursive
 //                  doubling sends nothing on the ring: a ring rank meets rank 0's header on
 //                  their partner link; rd against hd meet on the same partner links)
+//   memory-mismatch  (n=2) rank 1's buckets are on a (fake) GPU, rank 0's in host memory: a
+//                  1 KiB all-reduce, which rank 0 runs on the pair's own link and rank 1 on
+//                  the ring's (a device pass has no other), fails on both ranks with a
+//                  mismatch naming the collective, both ranks and both kinds of memory
 //   barrier        a barrier on one rank against an all-reduce of uint8 MAX on the others
 //                  (what a barrier sends) is a mismatch naming the barrier, on every rank
 //   waiters        the documented way to overlap: one thread submits 64 async all-reduces,
@@ -230,6 +234,20 @@ void algoMismatch() {
   std::printf("rank %d: %s\n", rank, message.c_str());
 }
 
+void memoryMismatch() {
+  std::vector<float> buf(256, 1.0f);
+  const rr_result_t rc = rr_allreduce(comm, buf.data(), buf.data(), buf.size(), RR_FLOAT32, RR_SUM, nullptr);
+  const std::string message = rr_last_error();
+  if (rc != RR_ERR_MISMATCH) die(std::string("expected RR_ERR_MISMATCH, got ") + rr_result_string(rc) + ": " + message);
+  const std::string want =
+      "ranks disagree on the links of op #1 allreduce(count=256, dtype=float, op=sum): rank 0 runs "
+      "recursive doubling on the pair's own link (a bucket in host memory), rank 1 on the ring's links "
+      "(a bucket in GPU memory)";
+  if (message.find(want) == std::string::npos)
+    die("the mismatch does not name the collective, both ranks and both kinds of memory: " + message);
+  std::printf("rank %d: %s\n", rank, message.c_str());
+}
+
 void barrier() {
   std::vector<uint8_t> a(static_cast<size_t>(nranks), 0);
   const rr_result_t rc = rank == 0 ? rr_barrier(comm)
@@ -385,6 +403,10 @@ int main(int argc, char** argv) {
     }
     setenv("RR_ALGO", (r != nullptr && std::string(r) == "0" ? rank0Algo : othersAlgo).c_str(), 1);
   }
+  if (mode == "memory-mismatch") {  // rank 1's buckets on a fake GPU, read at init
+    const char* r = std::getenv("RR_RANK");
+    if (r != nullptr && std::string(r) == "1") setenv("RR_TEST_FAKE_DEVICE", "1", 1);
+  }
   check(rr_comm_init_from_env(&comm), "rr_comm_init_from_env");
   check(rr_comm_rank(comm, &rank), "rank");
   check(rr_comm_size(comm, &nranks), "size");
@@ -393,6 +415,7 @@ int main(int argc, char** argv) {
   else if (mode == "nan") nan();
   else if (mode == "rank-order") rankOrder();
   else if (mode == "algo-mismatch") algoMismatch();
+  else if (mode == "memory-mismatch") memoryMismatch();
   else if (mode == "barrier") barrier();
   else if (mode == "waiters") waiters();
   else if (mode == "destroy-idle") destroyIdle();

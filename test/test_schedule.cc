@@ -28,9 +28,10 @@ namespace {
 int mod(int x, int n) { return ((x % n) + n) % n; }
 
 RingSchedule make(Collective kind, int rank, int n, size_t count, size_t seg, int depth, int root = 0,
-                  rr::Algorithm algo = rr::Algorithm::kRing) {
+                  rr::Algorithm algo = rr::Algorithm::kRing, bool pairLink = false) {
   ScheduleParams p;
   p.algo = algo;
+  p.pairLink = pairLink;
   p.kind = kind;
   p.rank = rank;
   p.size = n;
@@ -244,19 +245,21 @@ TEST_CASE("a forwarding send reads exactly what the unit it depends on received"
   }
 }
 
-TEST_CASE("recursive doubling at n = 2: one exchange of every segment, operands in rank order") {
+TEST_CASE("recursive doubling at n = 2: one exchange of every segment, operands in rank order, on either link") {
   const int n = 2;
+  for (const bool pairLink : {false, true})
   for (size_t seg : {size_t{1}, size_t{3}, size_t{64}}) {
     for (size_t count : countsFor(n, seg, 4)) {
-      CAPTURE(seg, count);
+      CAPTURE(pairLink, seg, count);
       for (int r = 0; r < n; ++r) {
-        const RingSchedule s = make(Collective::kAllReduce, r, n, count, seg, 4, 0, rr::Algorithm::kRd);
+        const RingSchedule s = make(Collective::kAllReduce, r, n, count, seg, 4, 0, rr::Algorithm::kRd, pairLink);
         REQUIRE(s.numUnits() == (count + seg - 1) / seg);
         REQUIRE(s.reduceEnd() == s.numUnits());
-        REQUIRE_FALSE(s.usesPartners());
+        REQUIRE(s.usesPartners() == pairLink);
+        REQUIRE(rr::rdPartners(r, n) == std::vector<int>{1 - r});  // the pair's link is made at init
         for (size_t k = 0; k < s.numUnits(); ++k) {
           const Unit u = s.unit(k);
-          REQUIRE(u.peer == -1);                               // the ring's links carry it
+          REQUIRE(u.peer == (pairLink ? 1 - r : -1));          // the pair's link, or the ring's
           REQUIRE(u.dependsOn == -1);                          // no unit waits for a receive
           REQUIRE(u.afterSend == static_cast<int64_t>(k));     // in place: the send reads first
           REQUIRE(u.sendFrom == Buffer::kSend);
@@ -434,7 +437,7 @@ TEST_CASE("recursive doubling's partners: log2 p exchanges, a fold pair, each li
     }
     for (const auto& [pair, times] : seen) REQUIRE(times == 2);  // once from each side
   }
-  for (int n : {1, 2}) REQUIRE(rr::rdPartners(0, n).empty());
+  REQUIRE(rr::rdPartners(0, 1).empty());
 }
 
 TEST_CASE("halving-doubling sends the ring's 2(p-1)/p of the bucket per rank, a small bucket in 2 log2 p - 1 exchanges, the folded pair once more") {
@@ -517,6 +520,13 @@ TEST_CASE("auto's thresholds: recursive doubling up to 64 KiB at 2 ranks, 16 KiB
       REQUIRE(c.algorithmFor(Collective::kAllGather, 8, false, span) == rr::Algorithm::kRing);
       // Device buckets take the ring at n > 2 (the device pass has no partner links).
       REQUIRE(c.algorithmFor(Collective::kAllReduce, 8, true, span) == (n == 2 ? rr::Algorithm::kRd : rr::Algorithm::kRing));
+      // At n = 2 recursive doubling runs on the pair's own link up to 16 KiB of a host
+      // bucket; above, and for a device bucket, on the ring's links.
+      const size_t pairMax = size_t{16} << 10;
+      REQUIRE(rr::Config::pairLinkFor(n, rr::Algorithm::kRd, pairMax, false) == (n == 2));
+      REQUIRE_FALSE(rr::Config::pairLinkFor(n, rr::Algorithm::kRd, pairMax + 1, false));
+      REQUIRE_FALSE(rr::Config::pairLinkFor(n, rr::Algorithm::kRd, 8, true));
+      REQUIRE_FALSE(rr::Config::pairLinkFor(n, rr::Algorithm::kRing, 8, false));
     }
   }
   // RR_ALGO overrides the span too.
