@@ -475,6 +475,7 @@ void ProgressEngine::timeout(const std::string& what, bool waitingForLeft, size_
   // meanwhile, and a neighbour's abort ends the wait (it carries the first failure).
   const auto watch = [&] {
     try {
+      events_.dispatch(0);  // a link reads again only once epoll says it has new bytes
       progressLinks(stall_.seq);
     } catch (const Error& e) {
       if (e.origin() >= 0) throw;  // a neighbour gone: rank 0's answer is still worth waiting for

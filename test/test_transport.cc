@@ -271,3 +271,27 @@ TEST_CASE("a TCP link reports an abort frame that came behind a small frame, whi
     }
   }
 }
+
+TEST_CASE("a TCP link does not retry a receive that found nothing until epoll reports new bytes") {
+  // The rule the engine's loops keep (ProgressEngine::wait dispatches before it looks
+  // again): a recv that found the socket empty is not repeated on every progress (each
+  // such recv costs a syscall and the socket's lock, which the sender's delivery wants);
+  // the edge-triggered event for the next bytes clears it.
+  RawPeer p;
+  std::vector<uint8_t> got(64);
+  p.link->postRecv(got.data(), got.size(), rr::FrameType::kData);
+  CHECK_FALSE(p.link->progress());  // nothing yet: the recv finds the socket empty
+  p.ep.dispatch(0);                 // (the events of the connection's setup, taken)
+  CHECK_FALSE(p.link->progress());
+  const auto payload = pattern(64, 9);
+  std::vector<uint8_t> bytes;
+  appendFrame(bytes, rr::FrameType::kData, payload);
+  p.write(bytes);
+  for (int i = 0; i < 10; ++i) CHECK_FALSE(p.link->progress());
+  CHECK(p.link->recvsDone() == 0);
+  const rr::Deadline until = rr::deadlineIn(2000);
+  while (p.ep.dispatch(0) == 0 && rr::Clock::now() < until) std::this_thread::yield();
+  CHECK(p.link->progress());
+  REQUIRE(p.link->recvsDone() == 1);
+  CHECK(got == payload);
+}

@@ -30,7 +30,10 @@ void sendWhileRead(int fd, const uint8_t* p, size_t len, Deadline until, const s
 }  // namespace
 
 void TcpLink::Socket::onEvent(uint32_t events) {
-  if (events & (EPOLLIN | EPOLLHUP | EPOLLERR | EPOLLRDHUP)) readable = true;
+  if (events & (EPOLLIN | EPOLLHUP | EPOLLERR | EPOLLRDHUP)) {
+    readable = true;
+    drained = false;
+  }
 }
 
 TcpLink::TcpLink(std::vector<Fd> sockets, EventSet& events, int peerRank, std::string name)
@@ -149,6 +152,8 @@ bool TcpLink::progressRecv(Socket& s) {
     if (s.readable) peekIdle(s);
     return false;
   }
+  // Found empty, and epoll has not reported new bytes since (tcp_link.h): nothing to read.
+  if (s.drained && s.aheadBytes() == 0) return false;
   bool moved = false;
   while (s.recvHead < s.recvTail) {
     Stripe& st = s.recvs[s.recvHead % kMaxQueued];
@@ -187,6 +192,7 @@ bool TcpLink::progressRecv(Socket& s) {
     if (got < 0) {
       if (errno == EAGAIN || errno == EINTR) {
         s.readable = false;
+        s.drained = errno == EAGAIN;
         break;
       }
       if (errno == ECONNRESET) peerLost(fmt::format("connection reset by {}", name_));

@@ -7,7 +7,10 @@
 // Both ends cut a message into the same stripes, so stripe i of every message travels on
 // socket i and each socket carries frames in posting order. Sockets are non-blocking and
 // registered edge-triggered in the engine's EventSet; progress() tries every socket that has
-// work and returns when none can move. Queues are fixed rings: no allocation per message.
+// work and returns when none can move. A receive that found its socket empty is not tried
+// again until the EventSet reports new bytes on it (whoever owns the set dispatches it
+// before looking again): an empty recv costs a syscall and the socket's lock, which the
+// sender's delivery into it needs. Queues are fixed rings: no allocation per message.
 #pragma once
 
 #include <array>
@@ -64,6 +67,7 @@ class TcpLink final : public Link {
     uint64_t sendHead = 0, sendTail = 0;  // queue of stripes: [head, tail)
     uint64_t recvHead = 0, recvTail = 0;
     bool readable = true;   // set by epoll; a peek is due
+    bool drained = false;   // a recv found nothing since epoll last said readable
     // Bytes of the stream read past a small frame, [aheadAt, aheadEnd): every read of this
     // socket (read(), takeAbortHeader()) takes them before the socket's.
     std::array<uint8_t, kAheadBytes> ahead{};
