@@ -388,6 +388,12 @@ bool ProgressEngine::progressLinks(uint64_t seq) {
   // On a pass that keeps moving too: rank 0 then reads the others' reports as they come,
   // so a rank's silence counts from its last report, not from when rank 0 last waited.
   idleDuties();
+  if (!polled_) {
+    bool stale = false;
+    forEachLink([&](Link* link) { stale = stale || (uses(link) && link->waitsForEvent()); });
+    if (stale) events_.dispatch(0);
+  }
+  polled_ = false;
   bool moved = false;
   forEachLink([&](Link* link) {
     try {
@@ -445,6 +451,7 @@ void ProgressEngine::wait(Clock::time_point until, Clock::time_point since, bool
   const bool look = devicePending || spin;
   const int ms = look ? 0 : std::min(msUntil(until) + 1, 100);
   const int n = events_.dispatch(ms);
+  polled_ = true;
   if (look && n == 0) std::this_thread::yield();
   checkAborted();
 }
@@ -475,7 +482,8 @@ void ProgressEngine::timeout(const std::string& what, bool waitingForLeft, size_
   // meanwhile, and a neighbour's abort ends the wait (it carries the first failure).
   const auto watch = [&] {
     try {
-      events_.dispatch(0);  // a link reads again only once epoll says it has new bytes
+      events_.dispatch(0);  // what came on any link, an abort on an idle one too
+      polled_ = true;
       progressLinks(stall_.seq);
     } catch (const Error& e) {
       if (e.origin() >= 0) throw;  // a neighbour gone: rank 0's answer is still worth waiting for

@@ -131,6 +131,10 @@ class ProgressEngine {
     }
   };
 
+  // Every link's progress. A TCP socket found empty is read again only once epoll reports
+  // bytes on it (tcp_link.h): where a link this pass uses waits for that, epoll is asked
+  // first, unless wait() asked since the last look. (A link the pass does not use holds
+  // only a header receive for later; it is read after the next dispatch.)
   bool progressLinks(uint64_t seq);
   void idleDuties();  // onIdle, at most every 100 ms
   // Whether the running pass moves anything on `link` (a ring pass at n > 2 does not use
@@ -206,6 +210,7 @@ class ProgressEngine {
   Device* device_ = nullptr;         // set by attachDevice
   uint8_t* devStaging_ = nullptr;    // device passes' in-, out- and send-slots, pinned by device_
   std::optional<Error> pendingAbort_;
+  bool polled_ = false;  // events_ dispatched since progressLinks last looked
   int testPauseMs_ = 0;  // tests: once, with every send of a pass posted, stop this long
   StallState stall_;
   Explain explain_;

@@ -283,6 +283,7 @@ TEST_CASE("a TCP link does not retry a receive that found nothing until epoll re
   CHECK_FALSE(p.link->progress());  // nothing yet: the recv finds the socket empty
   p.ep.dispatch(0);                 // (the events of the connection's setup, taken)
   CHECK_FALSE(p.link->progress());
+  CHECK(p.link->waitsForEvent());  // the engine dispatches before it looks again
   const auto payload = pattern(64, 9);
   std::vector<uint8_t> bytes;
   appendFrame(bytes, rr::FrameType::kData, payload);
@@ -291,6 +292,7 @@ TEST_CASE("a TCP link does not retry a receive that found nothing until epoll re
   CHECK(p.link->recvsDone() == 0);
   const rr::Deadline until = rr::deadlineIn(2000);
   while (p.ep.dispatch(0) == 0 && rr::Clock::now() < until) std::this_thread::yield();
+  CHECK_FALSE(p.link->waitsForEvent());
   CHECK(p.link->progress());
   REQUIRE(p.link->recvsDone() == 1);
   CHECK(got == payload);

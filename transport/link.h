@@ -45,6 +45,11 @@ class Link {
   // sent an abort frame, or broke the framing.
   virtual bool progress() = 0;
 
+  // Whether a receive posted here waits for the EventSet to report new bytes before
+  // progress() reads again (TCP: its socket was found empty since the last report), so
+  // that the engine dispatches the set before it looks again.
+  virtual bool waitsForEvent() const { return false; }
+
   // Best effort, bounded in time: tell the peer that `originRank` failed in its collective
   // number `seq`, and why. Returns whether the frame went out whole.
   virtual bool sendAbort(int originRank, rr_result_t code, uint64_t seq,

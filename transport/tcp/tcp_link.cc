@@ -100,6 +100,12 @@ bool TcpLink::progress() {
   return moved;
 }
 
+bool TcpLink::waitsForEvent() const {
+  for (const auto& s : sockets_)
+    if (s->drained && s->aheadBytes() == 0 && s->recvHead < s->recvTail) return true;
+  return false;
+}
+
 bool TcpLink::progressSend(Socket& s) {
   // Every queued stripe of this socket in one sendmsg, up to kBatch of them: an op header
   // and the data behind it leave in one call (one loopback delivery, one packet where they fit).

@@ -45,6 +45,7 @@ class TcpLink final : public Link {
   uint64_t sendsPosted() const override { return send_.posted; }
   uint64_t recvsPosted() const override { return recv_.posted; }
   bool progress() override;
+  bool waitsForEvent() const override;
   bool sendAbort(int originRank, rr_result_t code, uint64_t seq,
                  const std::string& reason) noexcept override;
   void shutdown() noexcept override;
