@@ -102,7 +102,7 @@ bool TcpLink::progress() {
 
 bool TcpLink::waitsForEvent() const {
   for (const auto& s : sockets_)
-    if (s->drained && s->aheadBytes() == 0 && s->recvHead < s->recvTail) return true;
+    if (s->waitsForEvent() && s->recvHead < s->recvTail) return true;
   return false;
 }
 
@@ -158,8 +158,7 @@ bool TcpLink::progressRecv(Socket& s) {
     if (s.readable) peekIdle(s);
     return false;
   }
-  // Found empty, and epoll has not reported new bytes since (tcp_link.h): nothing to read.
-  if (s.drained && s.aheadBytes() == 0) return false;
+  if (s.waitsForEvent()) return false;  // found empty, no report since (tcp_link.h)
   bool moved = false;
   while (s.recvHead < s.recvTail) {
     Stripe& st = s.recvs[s.recvHead % kMaxQueued];

@@ -74,6 +74,8 @@ class TcpLink final : public Link {
     std::array<uint8_t, kAheadBytes> ahead{};
     size_t aheadAt = 0, aheadEnd = 0;
     size_t aheadBytes() const { return aheadEnd - aheadAt; }
+    // Nothing to read until epoll reports new bytes: found empty since, none read ahead.
+    bool waitsForEvent() const { return drained && aheadBytes() == 0; }
   };
   struct Direction {
     uint64_t posted = 0;
