@@ -12,8 +12,9 @@
 # Usage: bash bench/peers.sh BUILD_DIR [MAX_BYTES] [RATE] [BEFORE_BUILD_DIR]
 #   BEFORE_BUILD_DIR adds a column for ringreduce from another build (a before/after table).
 #   Where ranks outnumber this host's cores the spin is off by default (RR_SPIN_US); a column
-#   ringreduce-spin50 then shows the same run with RR_SPIN_US=50. ringreduce-ring is the
-#   run with RR_ALGO=ring (auto picks recursive doubling for small buckets);
+#   ringreduce-spin200 then shows the same run with RR_SPIN_US=200 (its window where it is
+#   on). ringreduce-ring is the run with RR_ALGO=ring (auto picks recursive doubling for
+#   small buckets);
 #   ringreduce-progress the run with RR_INLINE_BLOCKING=0 (every pass on the progress thread).
 #   PEERS_ITERS (default 20) timed iterations per size; PEERS_KEEP=DIR keeps each round's
 #   raw results there.
@@ -100,7 +101,7 @@ gloo() {  # gloo NAME CASE N ALGO [ns]
   cp "$res/$name.$case.0" "$res/$name.$case"
 }
 
-names=(${before:+ringreduce-before} ringreduce ringreduce-ring ringreduce-progress ringreduce-spin50 ompi-tcp ompi-vader gloo-ring gloo-hd)
+names=(${before:+ringreduce-before} ringreduce ringreduce-ring ringreduce-progress ringreduce-spin200 ompi-tcp ompi-vader gloo-ring gloo-hd)
 run_case() {  # run_case CASE N [ns]
   local case=$1 n=$2 ns=${3:-}
   [ -n "$before" ] && ours ringreduce-before "$case" "$n" "$before/cli/ringreduce" $ns
@@ -111,7 +112,7 @@ run_case() {  # run_case CASE N [ns]
   # progress thread (the path of every call before RR_INLINE_BLOCKING).
   RR_INLINE_BLOCKING=0 ours ringreduce-progress "$case" "$n" "$rr" $ns
   # More ranks than cores: the spin is off by default; this column forces it on.
-  [ "$n" -gt "$(nproc)" ] && RR_SPIN_US=50 ours ringreduce-spin50 "$case" "$n" "$rr" $ns
+  [ "$n" -gt "$(nproc)" ] && RR_SPIN_US=200 ours ringreduce-spin200 "$case" "$n" "$rr" $ns
   mpi ompi-tcp "$case" "$n" self,tcp $ns
   [ -z "$ns" ] && mpi ompi-vader "$case" "$n" self,vader
   gloo gloo-ring "$case" "$n" ring $ns
