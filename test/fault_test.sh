@@ -20,7 +20,10 @@ repeat=${RR_TEST_REPEAT:-1}
 n=${RR_TEST_N:-4}
 last_rank=$((n - 1))
 dir=$(mktemp -d)
-trap 'kill -9 $(jobs -p) 2>/dev/null; rm -rf "$dir"' EXIT
+# reap PID...: each rank's `timeout` wrapper and the rank under it (killing the wrapper
+# alone would leave a live victim behind, orphaned).
+reap() { for p in "$@"; do pkill -9 -P "$p"; kill -9 "$p"; done 2>/dev/null; }
+trap 'reap $(jobs -p); rm -rf "$dir"' EXIT
 # Ports outside the kernel's ephemeral range: the second address is bound only after the
 # fault, by when a port from that range may be some connection's local end (free_port.py).
 port() { python3 "$(dirname "$0")/free_port.py" "$@"; }
@@ -51,7 +54,7 @@ for mode in "${modes[@]}"; do
     for r in "${survivors[@]}"; do
       wait "${pids[$r]}" || ok=0
     done
-    kill -9 "${pids[$victim]}" 2>/dev/null
+    reap "${pids[$victim]}"
     wait "${pids[$victim]}" 2>/dev/null
     [ "$repeat" = 1 ] && for r in "${survivors[@]}"; do sed "s/^/  /" "$dir/out.$r"; done
     last=$(for r in "${survivors[@]}"; do cat "$dir/out.$r"; done | sed -n 's/.* after \(-\{0,1\}[0-9.]*\) s:.*/\1/p' | sort -g | tail -1)
