@@ -177,6 +177,16 @@ int main(int argc, char** argv) {
                  static_cast<double>(have) / (1 << 30), bench.check ? " or -c 0" : "");
     return 2;
   }
+  // A broadcast root that no rank has is a usage error before any rank starts.
+  if (bench.collective == "broadcast" && bench.root < 0) {
+    std::fprintf(stderr, "ringreduce bench: -r/--root %d is not a rank (ranks are 0..size-1)\n", bench.root);
+    return 2;
+  }
+  if (bench.collective == "broadcast" && local && bench.root >= ranks) {
+    std::fprintf(stderr, "ringreduce bench: -r/--root %d is not one of the %d rank%s started here (-N %d; valid: 0..%d)\n",
+                 bench.root, ranks, ranks == 1 ? "" : "s", ranks, ranks - 1);
+    return 2;
+  }
   if (!local) return rr::cli::runBench(bench);
   rr::cli::Bind bind;
   if (std::string error; !rr::cli::parseBind(bindTo, ranks, bind, error)) {

@@ -204,9 +204,22 @@ Ring connectRing(const Config& c, Transport& transport, EventSet& events, spdlog
     Fd listener = listenOn(rendezvous, SOMAXCONN);
     ring.bootstrap = gatherRanks(c, listener.get(), table, deadline, log);
     self = transport.listen(Route{localAddr(ring.bootstrap[1].get()).ip(), notOneHost(table)});
-    table[0] = arrivalHere(self, transport.kind());
+    table[0] = arrivalHere(self, transport.kind(), c.jobSettings());
     std::string why;
     jobKind = jobTransport(table, why);
+    // Every rank runs what it must (ucx, tcp) where none runs either.
+    const TransportKind runs = why.empty() && table[0].transport != TransportKind::kEither ? table[0].transport : jobKind;
+    if (const std::string differ = settingsMismatch(table, runs); !differ.empty()) {
+      const Error failure(RR_ERR_INVALID_ARGUMENT, differ);
+      const std::string m = encodeJobFailed(failure);
+      for (int r = 1; r < c.size; ++r) {
+        try {
+          sendAll(ring.bootstrap[r].get(), m.data(), m.size(), deadlineIn(500), fmt::format("rank {}", r));
+        } catch (const Error&) {  // best effort: that rank may be gone
+        }
+      }
+      throw failure;
+    }
     if (!why.empty()) log.info("RR_TRANSPORT=auto: {}, because {}", jobKind == TransportKind::kUcx ? "ucx" : "tcp", why);
     // Each rank gets the job's size and transport, its right neighbour's endpoint and those
     // of the partners it connects to: O(n log n) bytes in all.
@@ -229,7 +242,7 @@ Ring connectRing(const Config& c, Transport& transport, EventSet& events, spdlog
       self = transport.listen(Route{localAddr(root.get()).ip(),
                                     isAddressHere(rankZero) ? "" : fmt::format("rank 0 is on another host (its "
                                     "address {} is none of this network namespace's)", rankZero)});
-      sendArrival(root.get(), arrivalHere(self, transport.kind()), deadline, "rank 0");
+      sendArrival(root.get(), arrivalHere(self, transport.kind(), c.jobSettings()), deadline, "rank 0");
     } catch (const Error& e) {
       sendJoinError(root.get(), e);  // rank 0 and every other rank hear why
       throw;

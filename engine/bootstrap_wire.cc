@@ -19,16 +19,25 @@ std::string encodeEndpoint(const Endpoint& e) {
   return out;
 }
 
-Arrival arrivalHere(const Endpoint& endpoint, TransportKind transport) {
-  return Arrival{endpoint, namespaceInode("pid"), namespaceInode("ipc"), transport};
+Arrival arrivalHere(const Endpoint& endpoint, TransportKind transport, const std::vector<JobSetting>& settings) {
+  Arrival a{endpoint, namespaceInode("pid"), namespaceInode("ipc"), transport, {}};
+  for (const JobSetting& s : settings) a.settings.emplace_back(static_cast<uint8_t>(s.id), s.value);
+  return a;
 }
 
 std::string encodeArrival(const Arrival& a) {
+  if (a.settings.size() > kMaxJobSettings)
+    fail(RR_ERR_INTERNAL, "{} job-wide settings, at most {} fit an arrival", a.settings.size(), kMaxJobSettings);
   std::string out = encodeEndpoint(a.endpoint);
-  uint8_t tail[kArrivalTail];
+  uint8_t tail[kArrivalTail] = {};
   wire::put64(tail, a.pidNamespace);
   wire::put64(tail + 8, a.ipcNamespace);
   tail[16] = static_cast<uint8_t>(a.transport);
+  tail[17] = static_cast<uint8_t>(a.settings.size());
+  for (size_t i = 0; i < a.settings.size(); ++i) {
+    tail[18 + 9 * i] = a.settings[i].first;
+    wire::put64(tail + 18 + 9 * i + 1, a.settings[i].second);
+  }
   out.append(reinterpret_cast<const char*>(tail), sizeof tail);
   return out;
 }
@@ -36,9 +45,55 @@ std::string encodeArrival(const Arrival& a) {
 void decodeArrivalTail(const uint8_t* tail, Arrival& a, const std::string& what) {
   if (tail[16] > static_cast<uint8_t>(TransportKind::kEither))
     fail(RR_ERR_SYSTEM, "protocol error: {} sent transport {}", what, tail[16]);
+  if (tail[17] > kMaxJobSettings)
+    fail(RR_ERR_SYSTEM, "protocol error: {} sent {} job-wide settings (at most {})", what, tail[17], kMaxJobSettings);
   a.pidNamespace = wire::get64(tail);
   a.ipcNamespace = wire::get64(tail + 8);
   a.transport = static_cast<TransportKind>(tail[16]);
+  a.settings.clear();
+  for (size_t i = 0; i < tail[17]; ++i) {
+    const uint8_t id = tail[18 + 9 * i];
+    for (const auto& [seen, value] : a.settings)
+      if (seen == id) fail(RR_ERR_SYSTEM, "protocol error: {} sent job-wide setting #{} twice", what, id);
+    a.settings.emplace_back(id, wire::get64(tail + 18 + 9 * i + 1));
+  }
+}
+
+std::string settingsMismatch(const std::vector<Arrival>& table, TransportKind jobTransport) {
+  const auto kindName = [](TransportKind k) { return k == TransportKind::kUcx ? "ucx" : "tcp"; };
+  // Ranks that run one transport only, each a different one: no link can form.
+  for (size_t r = 0; r < table.size(); ++r) {
+    if (table[r].transport == TransportKind::kEither) continue;
+    for (size_t q = r + 1; q < table.size(); ++q)
+      if (table[q].transport != TransportKind::kEither && table[q].transport != table[r].transport)
+        return fmt::format("rank {} uses the {} transport, rank {} uses {} (RR_TRANSPORT, or a build or host "
+                           "without UCX): every rank must use the same",
+                           q, kindName(table[q].transport), r, kindName(table[r].transport));
+  }
+  const auto find = [](const Arrival& a, uint8_t id) -> const uint64_t* {
+    for (const auto& [seen, value] : a.settings)
+      if (seen == id) return &value;
+    return nullptr;
+  };
+  const Arrival& zero = table[0];
+  for (size_t r = 1; r < table.size(); ++r) {
+    for (const auto& [id, value] : zero.settings) {
+      if (jobSettingTcpOnly(id) && jobTransport != TransportKind::kTcp) continue;
+      const uint64_t* theirs = find(table[r], id);
+      if (theirs == nullptr)
+        return fmt::format("rank {} does not report {} (a build of another protocol?)", r,
+                           jobSettingText(id, value).substr(0, jobSettingText(id, value).find('=')));
+      if (*theirs != value)
+        return fmt::format("ranks differ in a job-wide setting: rank 0 has {}, rank {} has {} (it must be the same on "
+                           "every rank)",
+                           jobSettingText(id, value), r, jobSettingText(id, *theirs));
+    }
+    for (const auto& [id, value] : table[r].settings)
+      if (find(zero, id) == nullptr)
+        return fmt::format("rank {} reports {}, which rank 0 does not know (a build of another protocol?)", r,
+                           jobSettingText(id, value));
+  }
+  return "";
 }
 
 std::string encodeStatus(rr_result_t code, const std::string& text) {

@@ -4,6 +4,9 @@
 //   rank r -> rank 0   arrival    endpoint: port u16 | length u8 (1..64) | numeric IP,
 //                                 then pid namespace u64 | IPC namespace u64 (inodes; 0:
 //                                 unknown) | transport u8 (TransportKind: tcp, ucx, either)
+//                                 | settings count u8 (<= kMaxJobSettings) | kMaxJobSettings
+//                                 x (id u8 | value u64), the first `count` used, the rest 0
+//                                 (the job-wide settings, config.h: JobSetting)
 //                                 or length 0, then a status: why rank r cannot join
 //   rank 0 -> rank r   verdict    ranks u32 (the job's size) | the job's transport u8 (tcp
 //                                 or ucx: what a rank of "either" runs) | the right
@@ -26,8 +29,10 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "engine/config.h"
 #include "transport/error.h"
 #include "transport/socket.h"
 #include "transport/transport.h"
@@ -54,11 +59,19 @@ struct Arrival {
   uint64_t pidNamespace = 0;
   uint64_t ipcNamespace = 0;
   TransportKind transport = TransportKind::kTcp;
+  std::vector<std::pair<uint8_t, uint64_t>> settings{};  // (JobSettingId, value)
 };
-constexpr size_t kArrivalTail = 17;  // the bytes after the endpoint
+constexpr size_t kMaxJobSettings = 8;
+constexpr size_t kArrivalTail = 18 + 9 * kMaxJobSettings;  // the bytes after the endpoint
 
-// This process's arrival with `endpoint` and `transport`.
-Arrival arrivalHere(const Endpoint& endpoint, TransportKind transport);
+// This process's arrival with `endpoint`, `transport` and its job-wide settings.
+Arrival arrivalHere(const Endpoint& endpoint, TransportKind transport, const std::vector<JobSetting>& settings);
+// At rank 0, once every rank arrived: why the ranks cannot form one job because a job-wide
+// setting differs ("ranks differ in a job-wide setting: rank 0 has RR_ALGO=rd, rank 2 has
+// RR_ALGO=ring ..."), or "". `jobTransport`: the job's transport (settings that only matter
+// over TCP are compared only there); ranks that run TCP only beside ranks that run UCX
+// only are named too.
+std::string settingsMismatch(const std::vector<Arrival>& table, TransportKind jobTransport);
 std::string encodeEndpoint(const Endpoint& e);
 std::string encodeArrival(const Arrival& a);
 // The arrival's tail (kArrivalTail bytes) into `a`; throws RR_ERR_SYSTEM for a malformed one.

@@ -1,12 +1,16 @@
 // The C API: the only extern "C" definitions. Each call validates what it can, runs inside
 // a guard that catches every exception and maps it to a result code, and keeps the message
 // for rr_last_error on this thread. No exception crosses this boundary.
+#include <pthread.h>
+#include <unistd.h>
+
 #include <cstddef>
 #include <cstring>
 #include <mutex>
 #include <new>
 #include <string>
 #include <unordered_set>
+#include <vector>
 
 #include "engine/communicator.h"
 #include "engine/request.h"
@@ -14,12 +18,18 @@
 #include "ringreduce/ringreduce.h"
 #include "transport/error.h"
 
+// A handle remembers the process that made it: after fork() the child holds a copy of the
+// communicator whose threads, locks, sockets and UCX state belong to the parent, so every
+// call from another process is refused, and a destroy there touches none of it
+// (docs/reliability.md, "fork").
 struct rr_comm {
   std::unique_ptr<rr::Communicator> impl;
+  pid_t creator = ::getpid();
 };
 
 struct rr_request {
   std::shared_ptr<rr::Request> impl;
+  pid_t creator = ::getpid();
 };
 
 namespace {
@@ -31,6 +41,10 @@ thread_local std::string lastError;
 template <class Handle>
 class Registry {
  public:
+  // fork() while another thread holds the lock would leave the child's copy locked for
+  // ever: the lock is held across fork (pthread_atfork below).
+  void lockForFork() { mutex_.lock(); }
+  void unlockAfterFork() { mutex_.unlock(); }
   void add(Handle h) {
     std::lock_guard<std::mutex> lock(mutex_);
     live_.insert(h);
@@ -65,6 +79,41 @@ Registry<rr_request_t>& requests() {
   return *r;
 }
 
+// Handles a forked child let go of: never freed (their parts are the parent's), kept
+// reachable so that a leak checker does not count them.
+void orphan(void* handle) {
+  static auto* mutex = new std::mutex();
+  static auto* kept = new std::vector<void*>();
+  std::lock_guard<std::mutex> lock(*mutex);
+  kept->push_back(handle);
+}
+
+[[maybe_unused]] const bool atForkInstalled = [] {
+  ::pthread_atfork(
+      [] {
+        comms().lockForFork();
+        requests().lockForFork();
+      },
+      [] {
+        requests().unlockAfterFork();
+        comms().unlockAfterFork();
+      },
+      [] {
+        requests().unlockAfterFork();
+        comms().unlockAfterFork();
+      });
+  return true;
+}();
+
+template <class Handle>
+void checkProcess(Handle h, const char* call, const char* what) {
+  if (h->creator != ::getpid())
+    rr::fail(RR_ERR_INVALID_ARGUMENT,
+             "{}: {} created by process {} used in a forked child (process {}): a child cannot use its "
+             "parent's communicators or requests; create a communicator of its own",
+             call, what, h->creator, ::getpid());
+}
+
 template <class F>
 rr_result_t guarded(F&& body) {
   try {
@@ -93,15 +142,25 @@ rr::Communicator& commOf(rr_comm_t comm, const char* call) {
   if (!comms().contains(comm))
     rr::fail(RR_ERR_INVALID_ARGUMENT, "{}: comm {} is not a live communicator (destroyed already?)",
              call, static_cast<const void*>(comm));
+  checkProcess(comm, call, "communicator");
   return *comm->impl;
 }
 
 std::shared_ptr<rr::Request> requestOf(rr_request_t req, const char* call) {
   if (req == nullptr) rr::fail(RR_ERR_INVALID_ARGUMENT, "{}: req is NULL", call);
-  auto r = requests().with(req, [](rr_request_t h) { return h->impl; });
+  pid_t creator = 0;
+  auto r = requests().with(req, [&creator](rr_request_t h) {
+    creator = h->creator;
+    return h->impl;
+  });
   if (!r)
     rr::fail(RR_ERR_INVALID_ARGUMENT, "{}: req {} is not a live request (freed already?)", call,
              static_cast<const void*>(req));
+  if (creator != ::getpid())
+    rr::fail(RR_ERR_INVALID_ARGUMENT,
+             "{}: request created by process {} used in a forked child (process {}): a child cannot use its "
+             "parent's communicators or requests",
+             call, creator, ::getpid());
   return r;
 }
 
@@ -212,6 +271,12 @@ rr_result_t rr_comm_destroy(rr_comm_t comm) {
       rr::fail(RR_ERR_INVALID_ARGUMENT,
                "rr_comm_destroy: comm {} is not a live communicator (destroyed already?)",
                static_cast<const void*>(comm));
+    if (comm->creator != ::getpid()) {
+      // A forked child's copy: its threads, locks, sockets and UCX state are the parent's.
+      // The handle is let go of and nothing else is touched (or freed).
+      orphan(comm);
+      return;
+    }
     delete comm;
   });
 }
@@ -370,6 +435,10 @@ rr_result_t rr_request_free(rr_request_t req) {
     if (!requests().remove(req))
       rr::fail(RR_ERR_INVALID_ARGUMENT, "rr_request_free: req {} is not a live request (freed already?)",
                static_cast<const void*>(req));
+    if (req->creator != ::getpid()) {  // a forked child's copy: as rr_comm_destroy
+      orphan(req);
+      return;
+    }
     delete req;
   });
 }

@@ -97,7 +97,9 @@ Communicator::~Communicator() {
   // A caller still in its blocking collective on another thread (runBlocking) has been
   // aborted above: wait until it has left the engine.
   std::lock_guard<std::mutex> engine(engineMutex_);
-  for (Link* link : links()) link->farewell();
+  for (Link* link : links()) link->startFarewell();
+  const auto farewellUntil = std::chrono::steady_clock::now() + Link::kFarewellBound;
+  for (Link* link : links()) link->finishFarewell(farewellUntil);
   for (Link* link : links()) link->shutdown();
   // The links go before the engine: a transport that moves bytes on its own (UCX) may hold
   // requests on the engine's staging until they are closed.

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
 #include <optional>
 #include <thread>
 
@@ -241,6 +242,34 @@ Config Config::load(const rr_config_t* o) {
     c.testGpuQueueDepth = static_cast<int>(parseInt("RR_TEST_GPU_QUEUE_DEPTH", q, 1, 1 << 20));
   }
   return c;
+}
+
+namespace {
+
+constexpr const char* kAlgoNames[] = {"auto", "ring", "rd", "hd"};
+
+}  // namespace
+
+std::vector<JobSetting> Config::jobSettings() const {
+  uint64_t algoCode = 0;
+  for (uint64_t i = 0; i < std::size(kAlgoNames); ++i)
+    if (algo == kAlgoNames[i]) algoCode = i;
+  return {{JobSettingId::kSegmentBytes, segmentBytes},
+          {JobSettingId::kFusionBytes, fusionBytes},
+          {JobSettingId::kAlgo, algoCode},
+          {JobSettingId::kSocketsPerLink, static_cast<uint64_t>(socketsPerLink)}};
+}
+
+std::string jobSettingText(uint8_t id, uint64_t value) {
+  switch (static_cast<JobSettingId>(id)) {
+    case JobSettingId::kSegmentBytes: return fmt::format("RR_SEGMENT_BYTES={}", value);
+    case JobSettingId::kFusionBytes: return fmt::format("RR_FUSION_BYTES={}", value);
+    case JobSettingId::kAlgo:
+      return value < std::size(kAlgoNames) ? fmt::format("RR_ALGO={}", kAlgoNames[value])
+                                           : fmt::format("RR_ALGO=(code {})", value);
+    case JobSettingId::kSocketsPerLink: return fmt::format("RR_SOCKETS_PER_LINK={}", value);
+  }
+  return fmt::format("setting #{}={}", id, value);
 }
 
 size_t Config::rdMaxBytes(int size, Span span) {

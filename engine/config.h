@@ -60,11 +60,26 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "engine/ring_schedule.h"
 #include "ringreduce/ringreduce.h"
 
 namespace rr {
+
+// A setting that shapes the wire or the plan of every pass, so it must be the same on every
+// rank: each rank reports these at the rendezvous and rank 0 compares them (bootstrap.cc),
+// so that ranks that differ fail init naming the setting, two ranks and their values.
+enum class JobSettingId : uint8_t { kSegmentBytes = 1, kFusionBytes = 2, kAlgo = 3, kSocketsPerLink = 4 };
+struct JobSetting {
+  JobSettingId id;
+  uint64_t value;
+};
+// "RR_ALGO=rd", "RR_FUSION_BYTES=65536"; an id this build does not know, by its number.
+std::string jobSettingText(uint8_t id, uint64_t value);
+// Whether a setting only matters over TCP (RR_SOCKETS_PER_LINK): compared where the job
+// runs over TCP.
+inline bool jobSettingTcpOnly(uint8_t id) { return id == static_cast<uint8_t>(JobSettingId::kSocketsPerLink); }
 
 struct Config {
   int rank = 0;
@@ -102,6 +117,8 @@ struct Config {
 
   // Throws RR_ERR_INVALID_ARGUMENT naming the variable and its value.
   static Config load(const rr_config_t* overrides);
+  // The job-wide settings (JobSettingId), as this rank reports them at the rendezvous.
+  std::vector<JobSetting> jobSettings() const;
   // Where the job's ranks are: on one host (every rank published the same IP at init,
   // bootstrap.h), or on several, whose links carry less than memory does.
   enum class Span : uint8_t { kOneHost, kHosts };

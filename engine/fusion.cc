@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "kernels/dtype.h"
 #include "transport/error.h"
 
 namespace rr {
@@ -43,20 +44,41 @@ size_t proposeFusion(ProgressEngine& engine, const OpQueue& queue, const Request
   return back.header.numOps;
 }
 
-ProgressEngine::Heard receiveDecision(ProgressEngine& engine, const OpQueue& queue, const OpDesc& front) {
+void checkFusionLimits(const GroupHeader& h, int from, int rank, size_t fusionBytes) {
+  if (h.numOps <= 1) return;
+  const char* what = h.proposal ? "fusion proposal" : "pass header";
+  if (h.kind != Collective::kAllReduce)
+    fail(RR_ERR_SYSTEM, "protocol error: rank {} sent a {} of {} collectives of kind {} in one pass (only "
+         "all-reduces travel fused)", from, what, h.numOps, collectiveName(h.kind));
+  uint64_t total = 0;
+  const uint64_t es = dtypeSize(h.dtype);
+  for (uint32_t i = 0; i < h.numOps; ++i) {
+    uint64_t bytes = 0;
+    if (__builtin_mul_overflow(h.counts[i], es, &bytes) || __builtin_add_overflow(total, bytes, &total))
+      total = UINT64_MAX;
+  }
+  if (fusionBytes == 0 || total > fusionBytes)
+    fail(RR_ERR_SYSTEM, "protocol error: rank {} sent a {} of {} all-reduces ({} bytes) in one pass from {}, more than "
+         "rank {} may fuse (RR_FUSION_BYTES={})", from, what, h.numOps, total, describeOp(h.opAt(0)), rank, fusionBytes);
+}
+
+ProgressEngine::Heard receiveDecision(ProgressEngine& engine, const OpQueue& queue, const OpDesc& front,
+                                      int rank, size_t fusionBytes) {
   ProgressEngine::Heard heard = engine.receiveHeader(front);
+  checkFusionLimits(heard.header, heard.from, rank, fusionBytes);
   if (heard.header.proposal) {  // cut it to what is queued here, pass it on, wait for the decision
     const size_t have = queue.matching(heard.header);
     if (have > 0) {
       heard.header.numOps = static_cast<uint32_t>(have);
       engine.sendHeader(heard.header);
       heard = engine.receiveHeader(front);
+      checkFusionLimits(heard.header, heard.from, rank, fusionBytes);
     }
   }
   return heard;
 }
 
-FusionBuffer::FusionBuffer(size_t bytes) {
+FusionBuffer::FusionBuffer(size_t bytes) : bytes_(bytes) {
   if (bytes == 0) return;
   void* p = nullptr;
   if (posix_memalign(&p, 4096, bytes) != 0)
@@ -65,6 +87,11 @@ FusionBuffer::FusionBuffer(size_t bytes) {
 }
 
 uint8_t* FusionBuffer::pack(const std::vector<std::shared_ptr<Request>>& ops) {
+  size_t total = 0;
+  for (const auto& r : ops) total += r->bytes;
+  if (total > bytes_)  // checkFusionLimits keeps every decision within the buffer
+    fail(RR_ERR_INTERNAL, "internal error: {} fused collectives of {} bytes in all do not fit the {}-byte fusion buffer",
+         ops.size(), total, bytes_);
   size_t offset = 0;
   for (const auto& r : ops) {
     std::memcpy(buf_.get() + offset, r->send, r->bytes);

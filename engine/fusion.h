@@ -46,7 +46,15 @@ size_t proposeFusion(ProgressEngine& engine, const OpQueue& queue, const Request
 // Another rank with several fusible queued: waits for the left neighbour's header (or a
 // partner's); a proposal is cut to what is queued here, passed on, and the decision behind
 // it returned. The caller checks the result against its queue (a mismatch names both ranks).
-ProgressEngine::Heard receiveDecision(ProgressEngine& engine, const OpQueue& queue, const OpDesc& front);
+ProgressEngine::Heard receiveDecision(ProgressEngine& engine, const OpQueue& queue, const OpDesc& front,
+                                      int rank, size_t fusionBytes);
+
+// A header from rank `from` that would make this rank fuse more than it may: several
+// collectives that are not all-reduces, more than RR_FUSION_BYTES in all, or any while
+// fusion is off. Ranks agree on RR_FUSION_BYTES at init, so an honest rank never sends
+// one: a protocol error (RR_ERR_SYSTEM) naming the sender, checked before this rank takes
+// the header as its decision or cuts it as a proposal.
+void checkFusionLimits(const GroupHeader& h, int from, int rank, size_t fusionBytes);
 
 // The packing buffer, allocated once (RR_FUSION_BYTES; none when 0).
 class FusionBuffer {
@@ -60,6 +68,7 @@ class FusionBuffer {
 
  private:
   std::unique_ptr<uint8_t, void (*)(void*)> buf_{nullptr, nullptr};
+  size_t bytes_ = 0;
 };
 
 }  // namespace rr

@@ -2,7 +2,10 @@
 #include "engine/op_header.h"
 
 #include "kernels/dtype.h"
+#include <algorithm>
+
 #include "transport/error.h"
+#include "transport/test_lies.h"
 #include "transport/wire.h"
 
 namespace rr {
@@ -14,7 +17,8 @@ void GroupHeader::encode(uint8_t* p) const {
   wire::put32(p + 16, static_cast<uint32_t>(dtype));
   wire::put32(p + 20, static_cast<uint32_t>(op));
   wire::put32(p + 24, static_cast<uint32_t>(root));
-  wire::put32(p + 28, (proposal ? 1U : 0U) | static_cast<uint32_t>(algo) << 8 | (pairLink ? 1U : 0U) << 16);
+  wire::put32(p + 28, (proposal ? 1U : 0U) | static_cast<uint32_t>(algo) << 8 | (pairLink ? 1U : 0U) << 16 |
+                          (device ? 1U : 0U) << 17);
   for (uint32_t i = 0; i < numOps; ++i) wire::put64(p + 32 + 8 * i, counts[i]);
 }
 
@@ -41,15 +45,29 @@ GroupHeader GroupHeader::decode(const uint8_t* p, int fromRank) {
   h.root = static_cast<int32_t>(wire::get32(p + 24));
   const uint32_t flags = wire::get32(p + 28);
   const uint32_t algo = (flags >> 8) & 0xff;
-  const bool pairLink = (flags >> 16) != 0;
-  if ((flags & 0xfffe00fe) != 0 || algo > static_cast<uint32_t>(Algorithm::kHd) ||
+  const bool pairLink = ((flags >> 16) & 1) != 0;
+  if ((flags & 0xfffc00fe) != 0 || algo > static_cast<uint32_t>(Algorithm::kHd) ||
       (pairLink && algo != static_cast<uint32_t>(Algorithm::kRd)))
     fail(RR_ERR_SYSTEM, "protocol error: rank {} sent an op header with flags {:#x}", fromRank, flags);
   h.proposal = (flags & 1) != 0;
   h.algo = static_cast<Algorithm>(algo);
   h.pairLink = pairLink;
+  h.device = ((flags >> 17) & 1) != 0;
   for (uint32_t i = 0; i < h.numOps; ++i) h.counts[i] = wire::get64(p + 32 + 8 * i);
   return h;
+}
+
+GroupHeader onTheWire(const GroupHeader& h) {
+  GroupHeader w = h;
+  if (lying("fusion-oversize") && h.kind == Collective::kAllReduce) {
+    w.numOps = static_cast<uint32_t>(std::min<size_t>(h.numOps + 4, GroupHeader::kMaxOps));
+    for (uint32_t i = h.numOps; i < w.numOps; ++i) w.counts[i] = h.counts[0];
+  }
+  if (lying("header-count")) w.counts[0] = uint64_t{1} << 62;
+  if (lying("header-dtype")) w.dtype = static_cast<rr_dtype_t>(99);
+  if (lying("header-seq")) w.firstSeq += 1000;
+  if (lying("header-root")) w.root = 5;
+  return w;
 }
 
 OpDesc GroupHeader::opAt(size_t i) const {
@@ -69,6 +87,26 @@ std::string describeOp(const OpDesc& op) {
 bool sameOp(const OpDesc& a, const OpDesc& b) {
   return a.seq == b.seq && a.kind == b.kind && a.dtype == b.dtype && a.op == b.op &&
          a.root == b.root && a.count == b.count;
+}
+
+std::string opDifference(const OpDesc& a, const OpDesc& b) {
+  std::string out;
+  const auto add = [&out](const char* field, const std::string& x, const std::string& y) {
+    out += fmt::format("{}{} {} against {}", out.empty() ? "" : ", ", field, x, y);
+  };
+  if (a.seq != b.seq) add("op number", fmt::format("#{}", a.seq), fmt::format("#{}", b.seq));
+  if (a.kind != b.kind) add("kind", collectiveName(a.kind), collectiveName(b.kind));
+  if (a.count != b.count) add("count", std::to_string(a.count), std::to_string(b.count));
+  if (a.dtype != b.dtype) add("dtype", dtypeName(a.dtype), dtypeName(b.dtype));
+  if (a.op != b.op) add("op", opName(a.op), opName(b.op));
+  if (a.root != b.root) add("root", std::to_string(a.root), std::to_string(b.root));
+  return out;
+}
+
+std::string mismatchText(int rankA, const OpDesc& a, int rankB, const OpDesc& b) {
+  const std::string differ = opDifference(a, b);
+  return fmt::format("ranks disagree on a collective: rank {} called {}, rank {} called {}{}", rankA, describeOp(a),
+                     rankB, describeOp(b), differ.empty() ? "" : " (they differ in " + differ + ")");
 }
 
 }  // namespace rr

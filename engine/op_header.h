@@ -3,7 +3,8 @@
 //   frame 1 (40 bytes):  first seq u64 | ops u32 | kind u32 | dtype u32 | op u32 | root i32 |
 //                        flags u32 (bit 0: a fusion proposal; bits 8-15: the all-reduce's
 //                        algorithm, 0 ring, 1 recursive doubling, 2 halving-doubling;
-//                        bit 16: recursive doubling at n = 2 on the pair's own link) |
+//                        bit 16: recursive doubling at n = 2 on the pair's own link;
+//                        bit 17: the bucket is in GPU memory) |
 //                        count u64
 //   frame 2 (ops > 1):   count u64 x (ops - 1)
 //
@@ -43,6 +44,8 @@ struct GroupHeader {
   bool proposal = false;
   Algorithm algo = Algorithm::kRing;  // how the pass runs (a proposal's is not read)
   bool pairLink = false;              // ScheduleParams::pairLink (kRd only)
+  bool device = false;                // the bucket is in GPU memory (a pass header's; named where
+                                      // it makes ranks run different algorithms)
   std::array<uint64_t, kMaxOps> counts{};
 
   void encode(uint8_t* out) const;
@@ -56,8 +59,20 @@ struct GroupHeader {
   OpDesc opAt(size_t i) const;
 };
 
+// The header as this rank puts it on the wire: `h` itself, but under a test lie
+// (transport/test_lies.h) one that names 4 all-reduces more (fusion-oversize), a count of
+// 2^62 (header-count), dtype 99 (header-dtype), an op number 1000 ahead (header-seq) or
+// root 5 (header-root).
+GroupHeader onTheWire(const GroupHeader& h);
+
 // "op #57 allreduce(count=1024, dtype=float, op=sum)"
 std::string describeOp(const OpDesc& op);
 bool sameOp(const OpDesc& a, const OpDesc& b);
+// The fields in which two collectives differ, with both values: "count 1024 against 2048,
+// root 5 against 0" ("" when they are the same), for mismatch messages: describeOp leaves
+// out what a collective of that kind does not use (an all-reduce's root).
+std::string opDifference(const OpDesc& a, const OpDesc& b);
+// "ranks disagree on a collective: rank 1 called X, rank 2 called Y (they differ in ...)".
+std::string mismatchText(int rankA, const OpDesc& a, int rankB, const OpDesc& b);
 
 }  // namespace rr

@@ -70,7 +70,8 @@ Clock::time_point ProgressEngine::deadline() const {
   return Clock::now() + std::chrono::milliseconds(timeoutMs_);
 }
 
-uint64_t ProgressEngine::postHeader(const GroupHeader& h, Link& link) {
+uint64_t ProgressEngine::postHeader(const GroupHeader& header, Link& link) {
+  const GroupHeader h = onTheWire(header);
   h.encode(sentHeader_);
   link.postSend(sentHeader_, GroupHeader::kFixedBytes, FrameType::kOpHeader);
   if (h.numOps > 1) link.postSend(sentHeader_ + GroupHeader::kFixedBytes, h.restBytes(), FrameType::kOpHeader);
@@ -230,8 +231,9 @@ PassTimes ProgressEngine::run(const RingSchedule& s, const GroupHeader& h, const
   // land in this one's buffers).
   using_ = partners ? Using::kPartners : partners_.empty() ? Using::kAll : Using::kRing;
   uint64_t headerSent = 0;
+  const GroupHeader sent = onTheWire(h);
   if (partners)
-    h.encode(sentHeader_);  // what the partners' headers are sent from
+    sent.encode(sentHeader_);  // what the partners' headers are sent from
   else
     headerSent = postHeader(h, *right_);
   const PassArgs args{s,
@@ -240,7 +242,7 @@ PassTimes ProgressEngine::run(const RingSchedule& s, const GroupHeader& h, const
                       partnerLinks,
                       sentHeader_,
                       GroupHeader::kFixedBytes,
-                      h.numOps > 1 ? h.restBytes() : 0,
+                      sent.numOps > 1 ? sent.restBytes() : 0,
                       h.dtype,
                       h.op,
                       size_,
@@ -318,10 +320,12 @@ PassTimes ProgressEngine::run(const RingSchedule& s, const GroupHeader& h, const
       continue;
     }
     const bool devicePending = pass->devicePending(c);
-    stalledOn(h.firstSeq, devicePending ? WaitingOn::kDevice
-                          : !headerOk || c.recvDone < n ? WaitingOn::kLeft
-                                                        : WaitingOn::kRight,
-              lastMoved);
+    const bool receiving = !headerOk || c.recvDone < n;
+    // The rank this one waits for: a partner (recursive doubling, halving-doubling), else the
+    // left neighbour for data, the right one to take it (the stall monitor follows it).
+    const int awaited = devicePending ? -1 : partners ? awaitedPartner(s, c) : receiving ? leftRank() : (rank_ + 1) % size_;
+    stalledOn(h.firstSeq, devicePending ? WaitingOn::kDevice : receiving ? WaitingOn::kLeft : WaitingOn::kRight,
+              lastMoved, awaited);
     if (Clock::now() >= until) {
       const std::string what =
           describeOp(h.opAt(0)) + (h.numOps > 1 ? fmt::format(" (fused with {} more)", h.numOps - 1) : "");
@@ -355,25 +359,30 @@ void ProgressEngine::checkPeerHeader(int peer, const GroupHeader& left, const Gr
          peer, describeOp(left.opAt(0)), rank_, describeOp(mine.opAt(0)));
   for (size_t i = 0; i < std::min(left.numOps, mine.numOps); ++i)
     if (!sameOp(left.opAt(i), mine.opAt(i)))
-      fail(RR_ERR_MISMATCH, "ranks disagree on a collective: rank {} called {}, rank {} called {}", peer,
-           describeOp(left.opAt(i)), rank_, describeOp(mine.opAt(i)));
+      fail(RR_ERR_MISMATCH, "{}", mismatchText(peer, left.opAt(i), rank_, mine.opAt(i)));
   if (left.numOps != mine.numOps)
     fail(RR_ERR_MISMATCH, "ranks disagree on a collective: rank {} runs {} collectives in one pass from {}, rank {} runs {}",
          peer, left.numOps, describeOp(left.opAt(0)), rank_, mine.numOps);
-  if (left.algo != mine.algo)
+  // The same collectives and the same job-wide settings (agreed at init): only a bucket in
+  // GPU memory against one in host memory makes two ranks run a pass differently.
+  const auto memory = [](bool device) { return device ? "GPU memory" : "host memory"; };
+  const auto algoName = [this](const GroupHeader& h) {
+    if (h.algo == Algorithm::kRd && size_ == 2)
+      return h.pairLink ? "recursive doubling on the pair's own link" : "recursive doubling on the ring's links";
+    return h.algo == Algorithm::kRd ? "recursive doubling" : h.algo == Algorithm::kHd ? "halving-doubling" : "the ring";
+  };
+  if (left.algo != mine.algo || left.pairLink != mine.pairLink) {
+    const std::string what = describeOp(mine.opAt(0)) +
+                             (mine.numOps > 1 ? fmt::format(" (fused with {} more)", mine.numOps - 1) : "");
+    if (left.device != mine.device)
+      fail(RR_ERR_MISMATCH,
+           "ranks disagree on how to run {}: rank {} has its bucket in {} and runs {}, rank {} has it in {} and "
+           "runs {} (every rank's bucket must be in the same kind of memory)",
+           what, peer, memory(left.device), algoName(left), rank_, memory(mine.device), algoName(mine));
     fail(RR_ERR_MISMATCH,
-         "ranks disagree on the algorithm of {}{}: rank {} runs {}, rank {} runs {} (RR_ALGO must be the "
-         "same on every rank)",
-         describeOp(mine.opAt(0)), mine.numOps > 1 ? fmt::format(" (fused with {} more)", mine.numOps - 1) : "",
-         peer, algorithmName(left.algo), rank_, algorithmName(mine.algo));
-  // The same sizes and settings: only a device bucket (the ring's links) against a host one.
-  if (left.pairLink != mine.pairLink) {
-    const auto where = [](bool pair) { return pair ? "on the pair's own link (a bucket in host memory)"
-                                                   : "on the ring's links (a bucket in GPU memory)"; };
-    fail(RR_ERR_MISMATCH,
-         "ranks disagree on the links of {}: rank {} runs recursive doubling {}, rank {} {} (every rank's "
-         "bucket must be in the same kind of memory)",
-         describeOp(mine.opAt(0)), peer, where(left.pairLink), rank_, where(mine.pairLink));
+         "ranks disagree on the algorithm of {}: rank {} runs {}, rank {} runs {} (RR_ALGO and the build must be "
+         "the same on every rank)",
+         what, peer, algoName(left), rank_, algoName(mine));
   }
 }
 
@@ -456,7 +465,7 @@ void ProgressEngine::wait(Clock::time_point until, Clock::time_point since, bool
   checkAborted();
 }
 
-void ProgressEngine::stalledOn(uint64_t seq, WaitingOn on, Clock::time_point since) {
+void ProgressEngine::stalledOn(uint64_t seq, WaitingOn on, Clock::time_point since, int peer) {
   if (on == WaitingOn::kNothing) {
     stall_ = StallState{};
     return;
@@ -467,6 +476,7 @@ void ProgressEngine::stalledOn(uint64_t seq, WaitingOn on, Clock::time_point sin
     stall_.since = since;
     stall_.gpu = device_ != nullptr ? device_->ordinal() : -1;
   }
+  stall_.peer = peer;
 }
 
 void ProgressEngine::timeout(const std::string& what, bool waitingForLeft, size_t done,
@@ -490,8 +500,10 @@ void ProgressEngine::timeout(const std::string& what, bool waitingForLeft, size_
     }
     if (pendingAbort_) throw *pendingAbort_;
   };
-  std::string cause = explain_ ? explain_(stall_, watch) : "";
-  const auto grace = Clock::now() + std::chrono::milliseconds(cause.empty() ? std::clamp(timeoutMs_ / 4, 10, 500) : 0);
+  const StallCause explained = explain_ ? explain_(stall_, watch) : StallCause{};
+  std::string cause = explained.text;
+  const bool weak = cause.empty() || !explained.answered;
+  const auto grace = Clock::now() + std::chrono::milliseconds(weak ? std::clamp(timeoutMs_ / 4, 10, 500) : 0);
   do {
     try {
       progressLinks(stall_.seq);

@@ -72,7 +72,7 @@ class ProgressEngine {
   // At a timeout, asks for the cause (StallMonitor::explain); its answer leads the message.
   // The second argument is to be called while the answer is awaited: it watches the links
   // and throws a neighbour's abort, which then comes without the wait.
-  using Explain = std::function<std::string(const StallState&, const std::function<void()>&)>;
+  using Explain = std::function<StallCause(const StallState&, const std::function<void()>&)>;
   void setExplain(Explain explain) { explain_ = std::move(explain); }
   // Tests (RR_TEST_PAUSE_AFTER_SENDS_MS): in the first pass that gets there, with every send
   // posted and not all of them done, this rank stops `ms` (its neighbours move on meanwhile).
@@ -186,8 +186,9 @@ class ProgressEngine {
   // which), else -1 (a ring neighbour).
   [[noreturn]] void timeout(const std::string& what, bool waitingForLeft, size_t done,
                             size_t total, int partner = -1, Algorithm algo = Algorithm::kRing);
-  // Marks the engine stalled in op `seq` on `on` since `since` (kNothing: it moved).
-  void stalledOn(uint64_t seq, WaitingOn on, Clock::time_point since);
+  // Marks the engine stalled in op `seq` on `on` since `since` (kNothing: it moved), waiting
+  // for rank `peer` (-1: the neighbour `on` names).
+  void stalledOn(uint64_t seq, WaitingOn on, Clock::time_point since, int peer = -1);
   Clock::time_point deadline() const;
   void checkAborted() const;
 

@@ -120,14 +120,13 @@ void Communicator::runNext(const std::shared_ptr<Request>& front) {
     runPass(inFlight_, passHeader(inFlight_, inFlight_.size()), left ? &*left : nullptr, waitStart);
     return;
   }
-  const ProgressEngine::Heard heard = receiveDecision(*engine_, queue_, front->desc);
+  const ProgressEngine::Heard heard = receiveDecision(*engine_, queue_, front->desc, config_.rank, config_.fusionBytes);
   const GroupHeader& h = heard.header;
   const size_t have = queue_.matching(h);
   if (h.proposal || have < h.numOps) {
     inFlight_ = queue_.pop(have + 1);  // the first that differs is the one to name
-    fail(RR_ERR_MISMATCH, "ranks disagree on a collective: rank {} called {}, rank {} called {}",
-         heard.from, describeOp(h.opAt(have)), config_.rank,
-         describeOp(have < inFlight_.size() ? inFlight_[have]->desc : front->desc));
+    fail(RR_ERR_MISMATCH, "{}",
+         mismatchText(heard.from, h.opAt(have), config_.rank, have < inFlight_.size() ? inFlight_[have]->desc : front->desc));
   }
   inFlight_ = queue_.pop(h.numOps);
   // A partner's header (recursive doubling) stays with the engine, which checks it.
@@ -162,6 +161,7 @@ void Communicator::runPass(const std::vector<std::shared_ptr<Request>>& ops, con
   GroupHeader mine = h;
   mine.algo = params.algo;
   mine.pairLink = params.pairLink;
+  mine.device = device != nullptr;
 
   PassTimes times = engine_->run(RingSchedule(params), mine, leftHeader, send, recv, device, first.programBase);
   times.start = waitStart;

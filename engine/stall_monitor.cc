@@ -3,7 +3,7 @@
 // Wire (little-endian, field by field): a report, 48 bytes, rank -> rank 0:
 //   magic "RRRP" u32 | rank u32 | last submitted u64 | stalled op u64 (0: none) |
 //   its bytes u64 | stalled for ms u32 | kind u8 | waiting on u8 | question u8 | gpu u8 |
-//   reserved u64
+//   the rank it waits for + 1 u32 (0: the neighbour "waiting on" names) | reserved u32
 // and an answer, rank 0 -> rank: magic "RRAN" u32 | length u32 | text (at most 4 KiB).
 #include "engine/stall_monitor.h"
 
@@ -50,7 +50,11 @@ StallMonitor::StallMonitor(int rank, int size, std::vector<Fd>* bootstrap, doubl
       overdue_(2 * beat_ + std::chrono::milliseconds(200)),
       log_(log),
       status_(static_cast<size_t>(size)),
-      partial_(static_cast<size_t>(size)) {}
+      partial_(static_cast<size_t>(size)) {
+  // A rank not heard from yet counts as heard when the job formed: its silence is measured
+  // from then, not from the clock's epoch.
+  for (Status& st : status_) st.heard = Clock::now();
+}
 
 void StallMonitor::send(uint64_t lastSubmitted, const StallState& own, bool question) {
   const auto now = Clock::now();
@@ -68,6 +72,7 @@ void StallMonitor::send(uint64_t lastSubmitted, const StallState& own, bool ques
   msg[37] = static_cast<uint8_t>(isStalled || question ? own.on : WaitingOn::kNothing);
   msg[38] = question ? 1 : 0;
   msg[39] = static_cast<uint8_t>(own.gpu < 0 ? 0xff : std::min(own.gpu, 0xfe));
+  wire::put32(msg + 40, isStalled || question ? static_cast<uint32_t>(own.peer + 1) : 0);
   // A report that does not fit now is simply sent later; rank 0 may be gone.
   if (::send((*bootstrap_)[0].get(), msg, sizeof msg, MSG_DONTWAIT | MSG_NOSIGNAL) ==
       static_cast<ssize_t>(sizeof msg)) {
@@ -113,7 +118,7 @@ void StallMonitor::readReports(uint64_t lastSubmitted, const StallState& own) {
       const uint8_t* m = buf.data() + used;
       if (wire::get32(m) != kReportMagic || static_cast<int>(wire::get32(m + 4)) != r ||
           m[36] > static_cast<uint8_t>(Collective::kBarrier) ||
-          m[37] > static_cast<uint8_t>(WaitingOn::kDevice)) {
+          m[37] > static_cast<uint8_t>(WaitingOn::kDevice) || wire::get32(m + 40) > static_cast<uint32_t>(size_)) {
         log_.warn("rank {} sent a malformed progress report; ignoring its reports", r);
         fd.reset();
         break;
@@ -126,6 +131,7 @@ void StallMonitor::readReports(uint64_t lastSubmitted, const StallState& own) {
       st.stall.kind = static_cast<Collective>(m[36]);
       st.stall.on = static_cast<WaitingOn>(m[37]);
       st.stall.gpu = m[39] == 0xff ? -1 : m[39];
+      st.stall.peer = static_cast<int>(wire::get32(m + 40)) - 1;
       st.heard = now;
       if (m[38] == 1 && st.stall.seq != 0) {  // a question: answer with the cause
         const std::string text = cause(r, st.stall.seq).substr(0, kMaxAnswer);
@@ -156,7 +162,8 @@ std::string StallMonitor::cause(int from, uint64_t seq) {
   int overdue = -1;
   const auto unexplained = [&]() -> std::string { return overdue >= 0 ? notReported(overdue) : ""; };
   int cur = from;
-  for (int steps = 0; steps < size_; ++steps) {
+  // Each rank at most twice: the chain may move to an earlier op once per rank.
+  for (int steps = 0; steps < 2 * size_; ++steps) {
     const Status& st = status_[static_cast<size_t>(cur)];
     if (cur != from) {
       // Silence first: a frozen rank's last report may predate its last submission.
@@ -164,32 +171,37 @@ std::string StallMonitor::cause(int from, uint64_t seq) {
       const bool missedBeats = cur != 0 && quietFor(cur) > overdue_;
       if (missedBeats && (overdue < 0 || quietFor(cur) > quietFor(overdue))) overdue = cur;
       // A rank that has missed two beats may have submitted since its last report (a rank
-      // idle in user code still beats): it is named as not reporting, not as late.
-      if (st.lastSubmitted < seq)
-        return missedBeats ? notReported(cur)
-                              : fmt::format("rank {} has not submitted it (its last submitted op is #{})",
-                                            cur, st.lastSubmitted);
+      // idle in user code still beats): it is named as not reporting, not as late. One
+      // stalled in an earlier op waits for someone there: the chain goes on in that op.
+      if (st.lastSubmitted < seq) {
+        if (missedBeats) return notReported(cur);
+        if (st.stall.seq == 0 || st.stall.seq >= seq || st.stall.on == WaitingOn::kNothing)
+          return fmt::format("rank {} has not submitted it (its last submitted op is #{})", cur, st.lastSubmitted);
+        seq = st.stall.seq;
+      }
       if (st.stall.seq != seq || st.stall.on == WaitingOn::kNothing) return unexplained();
       if (st.stall.on == WaitingOn::kDevice)
         return fmt::format("rank {} is waiting for device work on its GPU {} that has not finished",
                            cur, st.stall.gpu);
     }
     if (st.stall.on != WaitingOn::kLeft && st.stall.on != WaitingOn::kRight) return unexplained();
-    cur = st.stall.on == WaitingOn::kLeft ? (cur - 1 + size_) % size_ : (cur + 1) % size_;
+    cur = st.stall.peer >= 0 && st.stall.peer < size_ ? st.stall.peer
+          : st.stall.on == WaitingOn::kLeft           ? (cur - 1 + size_) % size_
+                                                       : (cur + 1) % size_;
     // Every rank waits for another: a lost link, not a rank (unless one has gone quiet).
     if (cur == from) return unexplained();
   }
   return unexplained();
 }
 
-std::string StallMonitor::explain(uint64_t lastSubmitted, const StallState& own,
-                                  std::chrono::milliseconds limit, const std::function<void()>& meanwhile) {
-  if (size_ == 1 || bootstrap_ == nullptr || bootstrap_->empty()) return "";
+StallCause StallMonitor::explain(uint64_t lastSubmitted, const StallState& own,
+                                 std::chrono::milliseconds limit, const std::function<void()>& meanwhile) {
+  if (size_ == 1 || bootstrap_ == nullptr || bootstrap_->empty()) return {};
   if (rank_ == 0) {
     readReports(lastSubmitted, own);
-    return cause(0, own.seq);
+    return {cause(0, own.seq)};
   }
-  if (!(*bootstrap_)[0]) return "";
+  if (!(*bootstrap_)[0]) return {};
   send(lastSubmitted, own, true);
   // The answer is the next message from rank 0 (it sends nothing else on this connection).
   const int fd = (*bootstrap_)[0].get();
@@ -197,18 +209,23 @@ std::string StallMonitor::explain(uint64_t lastSubmitted, const StallState& own,
   std::vector<uint8_t> buf;
   for (;;) {
     if (buf.size() >= 8) {
-      if (wire::get32(buf.data()) != kAnswerMagic || wire::get32(buf.data() + 4) > kMaxAnswer) return "";
+      if (wire::get32(buf.data()) != kAnswerMagic || wire::get32(buf.data() + 4) > kMaxAnswer) return {};
       const size_t len = wire::get32(buf.data() + 4);
-      if (buf.size() >= 8 + len) return std::string(buf.begin() + 8, buf.begin() + 8 + static_cast<long>(len));
+      if (buf.size() >= 8 + len) return {std::string(buf.begin() + 8, buf.begin() + 8 + static_cast<long>(len))};
     }
     const int ms = static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(until - Clock::now()).count());
-    if (ms <= 0) return "";
+    // Rank 0 answers from its progress thread at least every 100 ms: no answer means it is
+    // stopped, frozen or stuck, the likeliest holder of the job where it is the last hope.
+    if (ms <= 0)
+      return {fmt::format("rank 0 has not answered which rank holds the job up within {} ms (stopped, frozen, or "
+                          "its progress thread cannot run)", limit.count()),
+              false};
     if (meanwhile) meanwhile();
     pollfd p{fd, POLLIN, 0};
     if (::poll(&p, 1, meanwhile ? std::min(ms, 10) : ms) <= 0) continue;
     uint8_t chunk[512];
     const ssize_t got = ::recv(fd, chunk, sizeof chunk, MSG_DONTWAIT);
-    if (got <= 0) return "";
+    if (got <= 0) return {};
     buf.insert(buf.end(), chunk, chunk + got);
   }
 }

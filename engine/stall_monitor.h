@@ -17,14 +17,16 @@
 //
 // Timeouts: a rank that times out asks rank 0 for the cause (rank 0 works it out itself) and
 // waits up to a bound for the answer. Rank 0 follows the chain of waits from the asking
-// rank: a rank that waits for its left neighbour points there (right: there), until it finds
-// a rank that has not submitted the op, has stopped reporting (frozen, stopped), or waits for
-// device work on its GPU. So the error names the rank that holds the job up, not the innocent
+// rank: each report names the rank its sender waits for (a ring neighbour, or a partner of
+// recursive doubling or halving-doubling, whose fold pairs ranks that are no neighbours),
+// until it finds a rank that has not submitted the op, has stopped reporting (frozen,
+// stopped), or waits for device work on its GPU. A rank that has not submitted the op but
+// is stalled in an earlier one is followed there (it waits for someone in that op). So the error names the rank that holds the job up, not the innocent
 // neighbour that only waits too. Where the chain ends at a report that explains nothing (or
 // comes back round), a rank on it that has missed two beats is named as not reporting: with
 // a timeout near the silence bound, a rank stopped just before it is not yet silent, and its
-// last report says it was moving. No answer (rank 0 itself frozen): the error names the
-// neighbour, as before.
+// last report says it was moving. No answer (rank 0 itself frozen): the error says rank 0
+// did not answer, and names the rank this one waits for.
 #pragma once
 
 #include <chrono>
@@ -52,6 +54,15 @@ struct StallState {
   WaitingOn on = WaitingOn::kNothing;
   Clock::time_point since{};  // the last progress
   int gpu = -1;
+  // The rank it waits for: a recursive doubling or halving-doubling partner, or a ring
+  // neighbour; -1: the neighbour `on` names (left or right).
+  int peer = -1;
+};
+
+// The cause of a stall as rank 0 names it, for a timeout's message.
+struct StallCause {
+  std::string text;       // who holds the job up; "" where rank 0 cannot tell
+  bool answered = true;   // false: rank 0 did not answer in time, and `text` says only that
 };
 
 class StallMonitor {
@@ -65,11 +76,11 @@ class StallMonitor {
   // Others: report if something changed or a beat is due. Rank 0: read reports, answer
   // questions, warn about a long stall. Never blocks.
   void poll(uint64_t lastSubmitted, const StallState& own);
-  // At a timeout in op `own.seq`: the cause as rank 0 sees it, or "" if it cannot tell.
-  // Ranks other than 0 ask and wait up to `limit` for the answer, calling `meanwhile`
-  // every 10 ms (it may throw: a neighbour's abort that comes first ends the wait).
-  std::string explain(uint64_t lastSubmitted, const StallState& own, std::chrono::milliseconds limit,
-                      const std::function<void()>& meanwhile = {});
+  // At a timeout in op `own.seq`: the cause as rank 0 sees it. Ranks other than 0 ask and
+  // wait up to `limit` for the answer, calling `meanwhile` every 10 ms (it may throw: a
+  // neighbour's abort that comes first ends the wait); no answer by then says so.
+  StallCause explain(uint64_t lastSubmitted, const StallState& own, std::chrono::milliseconds limit,
+                     const std::function<void()>& meanwhile = {});
 
  private:
   struct Status {

@@ -20,7 +20,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   rr::EventSet events;
   std::vector<rr::Fd> sockets;
   sockets.push_back(pair.take());
-  rr::TcpLink link(std::move(sockets), events, 1, "fuzz peer");
+  rr::TcpLink link(std::move(sockets), events, 1, 4, "fuzz peer");
   const bool header = data[0] & 1;
   const size_t len = header ? rr::GroupHeader::kBytes : static_cast<size_t>(data[0]) * 16;
   std::vector<uint8_t> buf(len + 1);

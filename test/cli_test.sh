@@ -128,6 +128,8 @@ expect_usage "-e/--maxbytes: '1e30' is not a size" "$rr" bench -N 2 -e 1e30
 expect_usage "-e/--maxbytes 100G needs about .* GiB .* available" "$rr" bench -N 2 -e 100G
 expect_usage "unknown option '-x'" "$rr" run -x 3 true
 expect_usage "--bogus" "$rr" bench --bogus
+expect_usage "-r/--root 5 is not one of the 2 ranks started here \(-N 2; valid: 0..1\)" "$rr" bench --collective broadcast -r 5 -N 2
+expect_usage "-r/--root -1 is not a rank" "$rr" bench --collective broadcast -r -1 -N 2
 # bench -N given explicitly wins over a stray launcher variable; without -N the variable
 # alone is named.
 out=$(RANK=5 t "$rr" bench -N 2 -b 1K -e 1K -n 1 -w 0)

@@ -16,7 +16,9 @@
 //           destroys the communicator: nothing the library queued may read the caller's
 //           memory after the error (a read of the unmapped bucket is a SIGSEGV)
 //
-// With RR_TEST_CULPRIT set, every survivor's error must contain that text (the rank named).
+// With RR_TEST_CULPRIT set, every survivor's error must contain that text (the rank named);
+// with RR_TEST_DESTROY_BOUND_S, every survivor's destroy of the failed communicator must
+// return within that many seconds (its waits for peers share one bound).
 // Every other rank must fail with the expected code, naming the failure; it prints the time
 // from the fault (a timestamp the victim or the script writes to RR_TEST_FAULT_FILE) to its
 // error. Then the survivors destroy the communicator, form a new one among themselves at
@@ -266,7 +268,15 @@ int report(rr_comm_t comm, int rank, int size, int victim, int expected, rr_resu
     std::printf("rank %d: WRONG: got %s (async %s, next call %s), expected %s\n", rank,
                 rr_result_string(rc), rr_result_string(async), rr_result_string(later),
                 rr_result_string(static_cast<rr_result_t>(expected)));
+  const double destroyStart = nowSeconds();
   rr_comm_destroy(comm);
+  const double destroySeconds = nowSeconds() - destroyStart;
+  if (const char* bound = std::getenv("RR_TEST_DESTROY_BOUND_S")) {
+    const bool within = destroySeconds <= std::atof(bound);
+    std::printf("rank %d: %sdestroy returned in %.2f s (bound %s s)\n", rank, within ? "" : "WRONG: ", destroySeconds,
+                bound);
+    ok = ok && within;
+  }
 
   // Recovery: the survivors form a new communicator in the same processes.
   rr_config_t cfg = RR_CONFIG_INIT;

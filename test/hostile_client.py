@@ -11,7 +11,7 @@ import os, socket, struct, sys, threading, time
 host, port, seconds = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
 ready_file = sys.argv[4] if len(sys.argv) > 4 else None  # written once every attack is connected
 assert host == "127.0.0.1", "this test only talks to loopback"
-MAGIC, VERSION = 0x52524431, 6  # transport/handshake.h
+MAGIC, VERSION = 0x52524431, 7  # transport/handshake.h
 results = []
 connected = []
 ATTACKS = []  # filled below, once the attacks are defined

@@ -84,7 +84,7 @@ int clients(const rr::SockAddr& addr, const rr::JobIdentity& job, int size, int 
           rr::handshakeClient(fd.get(), job, rr::Hello{rr::LinkRole::kBootstrap, r, size, 0, 0},
                               deadline, "rank 0");
           const rr::Endpoint e{"127.0.0.1", static_cast<uint16_t>(10000 + r % 50000)};
-          rr::sendArrival(fd.get(), rr::arrivalHere(e, rr::TransportKind::kTcp), deadline, "rank 0");
+          rr::sendArrival(fd.get(), rr::arrivalHere(e, rr::TransportKind::kTcp, rr::Config{}.jobSettings()), deadline, "rank 0");
           mine.emplace_back(r, std::move(fd));
           if (r == 1) rank1Joined = true;
         } catch (const rr::Error& e) {

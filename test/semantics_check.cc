@@ -12,15 +12,18 @@
 //   rank-order     results whose bits depend on the order of the operands (MIN and MAX of
 //                  +0 and -0, a SUM of NaNs with a different payload on each rank) are the
 //                  same bytes on every rank: each algorithm reduces in one order everywhere
-//   algo-mismatch [A B]  rank 0 runs RR_ALGO=A, every other rank RR_ALGO=B (default rd
-//                  and ring): the all-reduce fails on every rank with a mismatch naming
-//                  rank 0 and a rank running B, and both algorithms (at n > 2 recursive
-//                  doubling sends nothing on the ring: a ring rank meets rank 0's header on
-//                  their partner link; rd against hd meet on the same partner links)
-//   memory-mismatch  (n=2) rank 1's buckets are on a (fake) GPU, rank 0's in host memory: a
-//                  1 KiB all-reduce, which rank 0 runs on the pair's own link and rank 1 on
-//                  the ring's (a device pass has no other), fails on both ranks with a
-//                  mismatch naming the collective, both ranks and both kinds of memory
+//   setting-mismatch VAR VALUE RANK
+//                  rank RANK runs with VAR=VALUE (a job-wide setting: RR_FUSION_BYTES,
+//                  RR_SEGMENT_BYTES, RR_ALGO, RR_SOCKETS_PER_LINK), every other rank with its
+//                  default: init fails on every rank, naming the setting, two ranks and
+//                  both values. (Where init succeeds, the ranks run 64 async in-place int32
+//                  all-reduces of 1,200 bytes each and report any wrong element: a rank with a
+//                  smaller RR_FUSION_BYTES once got wrong data, then a corrupted heap.)
+//   memory-mismatch  rank 1's buckets are on a (fake) GPU, the others' in host memory: a
+//                  1 KiB all-reduce, which a host bucket runs by recursive doubling (on the
+//                  pair's own link at n = 2) and a device bucket on the ring's links (by the
+//                  ring at n > 2), fails on every rank with a mismatch naming the collective
+//                  and both kinds of memory
 //   barrier        a barrier on one rank against an all-reduce of uint8 MAX on the others
 //                  (what a barrier sends) is a mismatch naming the barrier, on every rank
 //   waiters        the documented way to overlap: one thread submits 64 async all-reduces,
@@ -220,31 +223,48 @@ void rankOrder() {
               "(%ld elements)\n", rank, nranks, checked);
 }
 
-std::string rank0Algo = "rd", othersAlgo = "ring";  // algo-mismatch's settings
+// Rank r's 64 async in-place int32 all-reduces of 300 elements, each element a fixed
+// function of rank, request and index; the number of wrong elements.
+long fusedBatch() {
+  constexpr int kRequests = 64;
+  constexpr size_t kCount = 300;  // 1,200 bytes
+  std::vector<std::vector<int32_t>> bufs(kRequests, std::vector<int32_t>(kCount));
+  std::vector<rr_request_t> reqs(kRequests, nullptr);
+  for (int q = 0; q < kRequests; ++q) {
+    for (size_t i = 0; i < kCount; ++i) bufs[q][i] = (rank + 1) * 1000 + q * 100 + static_cast<int32_t>(i);
+    check(rr_allreduce_async(comm, bufs[q].data(), bufs[q].data(), kCount, RR_INT32, RR_SUM, nullptr, &reqs[q]),
+          "allreduce_async");
+  }
+  long wrong = 0;
+  for (int q = 0; q < kRequests; ++q) {
+    check(rr_wait(reqs[q]), "wait");
+    rr_request_free(reqs[q]);
+    for (size_t i = 0; i < kCount; ++i) {
+      const int64_t want = 1000LL * nranks * (nranks + 1) / 2 + int64_t{nranks} * (q * 100 + static_cast<int64_t>(i));
+      wrong += bufs[q][i] != want;
+    }
+  }
+  return wrong;
+}
 
-void algoMismatch() {
-  std::vector<float> buf(256, 1.0f);
-  const rr_result_t rc = rr_allreduce(comm, buf.data(), buf.data(), buf.size(), RR_FLOAT32, RR_SUM, nullptr);
-  const std::string message = rr_last_error();
-  if (rc != RR_ERR_MISMATCH) die(std::string("expected RR_ERR_MISMATCH, got ") + rr_result_string(rc) + ": " + message);
-  const bool both = message.find("rank 0 runs " + rank0Algo) != std::string::npos &&
-                    message.find(" runs " + othersAlgo) != std::string::npos;
-  if (!both || message.find("disagree on the algorithm of op #1 allreduce(count=256") == std::string::npos)
-    die("the mismatch does not name the collective, both ranks and both algorithms: " + message);
-  std::printf("rank %d: %s\n", rank, message.c_str());
+// setting-mismatch: init itself must fail (main), so this runs only where it did not.
+void settingMismatch(const std::string& var) {
+  const long wrong = fusedBatch();
+  die("init succeeded with " + var + " different on one rank; 64 fused all-reduces then had " + std::to_string(wrong) +
+      " wrong elements");
 }
 
 void memoryMismatch() {
   std::vector<float> buf(256, 1.0f);
   const rr_result_t rc = rr_allreduce(comm, buf.data(), buf.data(), buf.size(), RR_FLOAT32, RR_SUM, nullptr);
   const std::string message = rr_last_error();
-  if (rc != RR_ERR_MISMATCH) die(std::string("expected RR_ERR_MISMATCH, got ") + rr_result_string(rc) + ": " + message);
-  const std::string want =
-      "ranks disagree on the links of op #1 allreduce(count=256, dtype=float, op=sum): rank 0 runs "
-      "recursive doubling on the pair's own link (a bucket in host memory), rank 1 on the ring's links "
-      "(a bucket in GPU memory)";
-  if (message.find(want) == std::string::npos)
-    die("the mismatch does not name the collective, both ranks and both kinds of memory: " + message);
+  // Ranks that meet the other kind of memory say so; the others hear it in an abort frame.
+  if (rc != RR_ERR_MISMATCH && !(rc == RR_ERR_PEER_LOST && message.find("aborted the job") != std::string::npos))
+    die(std::string("expected RR_ERR_MISMATCH, got ") + rr_result_string(rc) + ": " + message);
+  for (const char* want : {"ranks disagree on how to run op #1 allreduce(count=256, dtype=float, op=sum)",
+                           "host memory", "GPU memory", "every rank's bucket must be in the same kind of memory"})
+    if (message.find(want) == std::string::npos)
+      die("the mismatch does not name the collective and both kinds of memory: " + message);
   std::printf("rank %d: %s\n", rank, message.c_str());
 }
 
@@ -395,13 +415,31 @@ int main(int argc, char** argv) {
     }
     return 0;
   }
-  if (mode == "algo-mismatch") {  // before init: the setting is read there
+  if (mode == "setting-mismatch") {  // before init: the setting is read there
+    if (argc < 5) die("usage: semantics_check setting-mismatch VAR VALUE RANK");
+    const std::string var = argv[2], value = argv[3], odd = argv[4];
     const char* r = std::getenv("RR_RANK");
-    if (argc > 3) {
-      rank0Algo = argv[2];
-      othersAlgo = argv[3];
+    const std::string me = r != nullptr ? r : "?";
+    if (me == odd) setenv(var.c_str(), value.c_str(), 1);
+    const rr_result_t rc = rr_comm_init_from_env(&comm);
+    const std::string message = rc == RR_SUCCESS ? "" : rr_last_error();
+    if (rc == RR_SUCCESS) {
+      check(rr_comm_rank(comm, &rank), "rank");
+      check(rr_comm_size(comm, &nranks), "size");
+      settingMismatch(var);
     }
-    setenv("RR_ALGO", (r != nullptr && std::string(r) == "0" ? rank0Algo : othersAlgo).c_str(), 1);
+    // Rank 0 compares every rank with itself: the first rank that differs from it is named
+    // (rank 1 where rank 0 is the odd one).
+    const std::string named = odd == "0" ? "1" : odd;
+    const std::string want = "rank 0 has " + var + "=";
+    const std::string theirs = "rank " + named + " has " + var + "=";
+    if (rc != RR_ERR_INVALID_ARGUMENT || message.find("ranks differ in a job-wide setting") == std::string::npos ||
+        message.find(want) == std::string::npos || message.find(theirs) == std::string::npos ||
+        message.find(var + "=" + value) == std::string::npos)
+      die("init did not fail naming " + var + ", ranks 0 and " + named + " and their values: " + rr_result_string(rc) +
+          ": " + message);
+    std::printf("rank %s: init: %s\n", me.c_str(), message.c_str());
+    return 0;
   }
   if (mode == "memory-mismatch") {  // rank 1's buckets on a fake GPU, read at init
     const char* r = std::getenv("RR_RANK");
@@ -414,7 +452,6 @@ int main(int argc, char** argv) {
   else if (mode == "avg-overflow") avgOverflow();
   else if (mode == "nan") nan();
   else if (mode == "rank-order") rankOrder();
-  else if (mode == "algo-mismatch") algoMismatch();
   else if (mode == "memory-mismatch") memoryMismatch();
   else if (mode == "barrier") barrier();
   else if (mode == "waiters") waiters();

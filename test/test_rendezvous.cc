@@ -108,16 +108,21 @@ TEST_CASE("a rank still in its handshake when the job forms is told why; one aft
   CHECK(zero.logged.str().find("rejected connection from 127.0.0.1:") != std::string::npos);
 }
 
-TEST_CASE("an arrival whose transport is none of tcp, ucx and either is turned away, named") {
-  RankZero zero;
-  zero.start(1500);
+// Rank 1 joins rank 0's rendezvous with an arrival whose tail byte `at` is `value`.
+void arriveWith(RankZero& zero, size_t at, uint8_t value) {
   rr::Fd one = rr::connectTo(zero.addr, rr::deadlineIn(5000), "rank 0");
   rr::handshakeClient(one.get(), zero.job, rr::Hello{rr::LinkRole::kBootstrap, 1, 2, 0, 0}, rr::deadlineIn(5000),
                       "rank 0");
-  std::string arrival = rr::encodeArrival(rr::Arrival{rr::Endpoint{"127.0.0.1", 4242}, 7, 8});
-  arrival.back() = 9;  // the transport byte: no such kind
+  std::string arrival = rr::encodeArrival(rr::Arrival{rr::Endpoint{"127.0.0.1", 4242}, 7, 8, rr::TransportKind::kTcp, {}});
+  arrival[arrival.size() - rr::kArrivalTail + at] = static_cast<char>(value);
   rr::sendAll(one.get(), arrival.data(), arrival.size(), rr::deadlineIn(5000), "rank 0");
   zero.thread.join();
+}
+
+TEST_CASE("an arrival whose transport is none of tcp, ucx and either is turned away, named") {
+  RankZero zero;
+  zero.start(1500);
+  arriveWith(zero, 16, 9);  // the transport byte: no such kind
   INFO(zero.logged.str());
   INFO(zero.failure);
   CHECK(zero.logged.str().find("protocol error: rank 1 sent transport 9") != std::string::npos);
@@ -141,4 +146,61 @@ TEST_CASE("a rendezvous on a loopback address that no rank joined says so, namin
     CHECK((zero.failure.find("RR_ADDR's host 'trainer-node-7' resolves to here") != std::string::npos) ==
           (std::string(host) != "127.0.0.1"));
   }
+}
+
+TEST_CASE("an arrival with more job-wide settings than fit is turned away, named") {
+  RankZero zero;
+  zero.start(1500);
+  arriveWith(zero, 17, rr::kMaxJobSettings + 1);  // the settings count
+  INFO(zero.logged.str());
+  CHECK(zero.logged.str().find("protocol error: rank 1 sent 9 job-wide settings (at most 8)") != std::string::npos);
+  CHECK(zero.table[1].endpoint.port == 0);
+}
+
+TEST_CASE("job-wide settings: ranks that differ are named with the setting and both values") {
+  const auto arrival = [](rr::TransportKind kind, rr::Config c) {
+    return rr::arrivalHere(rr::Endpoint{"127.0.0.1", 1}, kind, c.jobSettings());
+  };
+  rr::Config base;
+  std::vector<rr::Arrival> table(3, arrival(rr::TransportKind::kTcp, base));
+  CHECK(rr::settingsMismatch(table, rr::TransportKind::kTcp).empty());
+
+  rr::Config fusion = base;
+  fusion.fusionBytes = 65536;
+  table[2] = arrival(rr::TransportKind::kTcp, fusion);
+  CHECK(rr::settingsMismatch(table, rr::TransportKind::kTcp) ==
+        "ranks differ in a job-wide setting: rank 0 has RR_FUSION_BYTES=4194304, rank 2 has RR_FUSION_BYTES=65536 "
+        "(it must be the same on every rank)");
+
+  rr::Config algo = base;
+  algo.algo = "hd";
+  table[2] = arrival(rr::TransportKind::kTcp, base);
+  table[1] = arrival(rr::TransportKind::kTcp, algo);
+  CHECK(rr::settingsMismatch(table, rr::TransportKind::kTcp).find("rank 0 has RR_ALGO=auto, rank 1 has RR_ALGO=hd") !=
+        std::string::npos);
+
+  rr::Config segment = base;
+  segment.segmentBytes = 69632;
+  table[1] = arrival(rr::TransportKind::kTcp, segment);
+  CHECK(rr::settingsMismatch(table, rr::TransportKind::kTcp)
+            .find("rank 0 has RR_SEGMENT_BYTES=1048576, rank 1 has RR_SEGMENT_BYTES=69632") != std::string::npos);
+
+  // RR_SOCKETS_PER_LINK only where the job runs over TCP.
+  rr::Config sockets = base;
+  sockets.socketsPerLink = 3;
+  table[1] = arrival(rr::TransportKind::kEither, sockets);
+  CHECK(rr::settingsMismatch(table, rr::TransportKind::kUcx).empty());
+  CHECK(rr::settingsMismatch(table, rr::TransportKind::kTcp).find("rank 1 has RR_SOCKETS_PER_LINK=3") != std::string::npos);
+
+  // A rank of TCP only beside a rank of UCX only: no link could form.
+  table[1] = arrival(rr::TransportKind::kUcx, base);
+  CHECK(rr::settingsMismatch(table, rr::TransportKind::kTcp) ==
+        "rank 1 uses the ucx transport, rank 0 uses tcp (RR_TRANSPORT, or a build or host without UCX): every rank "
+        "must use the same");
+
+  // A rank of another build that does not report one.
+  table[1] = arrival(rr::TransportKind::kTcp, base);
+  table[1].settings.pop_back();
+  CHECK(rr::settingsMismatch(table, rr::TransportKind::kTcp).find("rank 1 does not report RR_SOCKETS_PER_LINK") !=
+        std::string::npos);
 }

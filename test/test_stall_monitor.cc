@@ -37,17 +37,21 @@ struct Job {
       monitors.push_back(std::make_unique<rr::StallMonitor>(r, 4, &others[r], 60.0, log));
   }
   // Rank r's report (sent if a beat is due: the first call, then every 250 ms).
-  void report(int r, rr::WaitingOn on, uint64_t lastSubmitted = kSeq) {
-    monitors[r]->poll(lastSubmitted, stalled(on));
+  // `peer`: the rank it waits for (-1: the neighbour `on` names); `seq`: the op it is in.
+  void report(int r, rr::WaitingOn on, uint64_t lastSubmitted = kSeq, int peer = -1, uint64_t seq = kSeq) {
+    monitors[r]->poll(lastSubmitted, stalled(on, peer, seq));
   }
-  static rr::StallState stalled(rr::WaitingOn on) {
+  static rr::StallState stalled(rr::WaitingOn on, int peer = -1, uint64_t seq = kSeq) {
     rr::StallState s;
-    s.seq = on == rr::WaitingOn::kNothing ? 0 : kSeq;
+    s.seq = on == rr::WaitingOn::kNothing ? 0 : seq;
     s.on = on;
     s.since = rr::Clock::now() - 1500ms;
+    s.peer = peer;
     return s;
   }
-  std::string rank0Explains() { return monitors[0]->explain(kSeq, stalled(rr::WaitingOn::kLeft), 100ms); }
+  std::string rank0Explains(int peer = -1) {
+    return monitors[0]->explain(kSeq, stalled(rr::WaitingOn::kLeft, peer), 100ms).text;
+  }
   // Rank 0 reads what has come, rank 2 goes quiet for `quiet` while 1 and 3 keep beating
   // (waiting for their left neighbours), then rank 0 times out waiting for rank 3.
   std::string rank2QuietThenExplain(std::chrono::milliseconds quiet) {
@@ -104,4 +108,43 @@ TEST_CASE("a rank idle in user code is named as late; one that went quiet is not
   job.report(3, rr::WaitingOn::kLeft);
   CHECK(job.rank0Explains() == "rank 2 has not submitted it (its last submitted op is #4)");
   CHECK_THAT(job.rank2QuietThenExplain(800ms), StartsWith("rank 2 has not reported for "));
+}
+
+TEST_CASE("the chain follows the partners ranks wait for, not their ring neighbours") {
+  // Recursive doubling's fold pairs ranks that are no neighbours: rank 0 waits for partner
+  // 2, which waits for partner 1, which stopped. Following left neighbours instead would
+  // go 0 -> 3 -> 2 -> 1 through rank 3, which waits for nobody here.
+  Job job;
+  job.report(1, rr::WaitingOn::kNothing);
+  job.report(3, rr::WaitingOn::kNothing, kSeq - 1);  // the left neighbour: idle in op #4
+  job.report(2, rr::WaitingOn::kLeft, kSeq, 1);
+  job.monitors[0]->poll(kSeq, {});
+  for (int i = 0; i < 4; ++i) {
+    std::this_thread::sleep_for(260ms);
+    job.report(2, rr::WaitingOn::kLeft, kSeq, 1);
+    job.report(3, rr::WaitingOn::kNothing, kSeq - 1);
+  }
+  CHECK_THAT(job.rank0Explains(2), StartsWith("rank 1 has not reported for "));
+}
+
+TEST_CASE("a rank behind, stalled in an earlier op, is followed into that op") {
+  // Rank 0 is in op #5 and waits for rank 3, which has not submitted #5: it is stalled in
+  // #4, waiting for partner 1, which stopped. Rank 3 is not the one to name.
+  Job job;
+  job.report(1, rr::WaitingOn::kNothing);
+  job.monitors[0]->poll(kSeq, {});
+  for (int i = 0; i < 4; ++i) {
+    job.report(3, rr::WaitingOn::kLeft, kSeq - 1, 1, kSeq - 1);
+    job.report(2, rr::WaitingOn::kNothing);
+    std::this_thread::sleep_for(260ms);
+  }
+  job.report(3, rr::WaitingOn::kLeft, kSeq - 1, 1, kSeq - 1);
+  CHECK_THAT(job.rank0Explains(3), StartsWith("rank 1 has not reported for "));
+}
+
+TEST_CASE("a rank whose question rank 0 does not answer says so") {
+  Job job;  // rank 0 never reads: stopped
+  const rr::StallCause c = job.monitors[1]->explain(kSeq, Job::stalled(rr::WaitingOn::kLeft), 100ms);
+  CHECK_FALSE(c.answered);
+  CHECK_THAT(c.text, StartsWith("rank 0 has not answered which rank holds the job up within 100 ms"));
 }

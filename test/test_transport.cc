@@ -116,8 +116,8 @@ TEST_CASE("a TCP link moves striped messages and rejects a frame of the wrong le
     client.push_back(rr::connectTo(addr, rr::deadlineIn(2000), "test"));
     server.push_back(rr::acceptUntil(listener.get(), rr::deadlineIn(2000)));
   }
-  rr::TcpLink sender(std::move(client), ep, 1, "sender");
-  rr::TcpLink receiver(std::move(server), ep, 0, "receiver");
+  rr::TcpLink sender(std::move(client), ep, 1, 2, "sender");
+  rr::TcpLink receiver(std::move(server), ep, 0, 2, "receiver");
   std::vector<uint8_t> data(1 << 20), got(1 << 20);
   for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<uint8_t>(i * 31);
   sender.postSend(data.data(), data.size(), rr::FrameType::kData);
@@ -155,7 +155,7 @@ TEST_CASE("a TCP link rejects a frame of an unknown type") {
   frame[0] = 99;  // type 99, length 8
   frame[8] = 8;
   rr::sendAll(client[0].get(), frame, sizeof frame, rr::deadlineIn(2000), "receiver");
-  rr::TcpLink receiver(std::move(server), ep, 0, "sender");
+  rr::TcpLink receiver(std::move(server), ep, 0, 2, "sender");
   std::vector<uint8_t> got(8);
   receiver.postRecv(got.data(), got.size(), rr::FrameType::kData);
   bool threw = false;
@@ -208,7 +208,7 @@ struct RawPeer {
     peer = rr::connectTo(rr::localAddr(listener.get()), rr::deadlineIn(2000), "test");
     std::vector<rr::Fd> server;
     server.push_back(rr::acceptUntil(listener.get(), rr::deadlineIn(2000)));
-    link = std::make_unique<rr::TcpLink>(std::move(server), ep, 0, "rank 0");
+    link = std::make_unique<rr::TcpLink>(std::move(server), ep, 0, 4, "rank 0");
   }
   void write(const std::vector<uint8_t>& bytes) {
     rr::sendAll(peer.get(), bytes.data(), bytes.size(), rr::deadlineIn(2000), "the link");

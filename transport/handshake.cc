@@ -7,7 +7,9 @@
 #include <openssl/rand.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
+#include <thread>
 
 #include "transport/error.h"
 #include "transport/wire.h"
@@ -74,10 +76,27 @@ void hmacSha256(const std::string& key, const uint8_t* data, size_t len, uint8_t
     fail(RR_ERR_SYSTEM, "OpenSSL HMAC-SHA256 failed");
 }
 
+namespace {
+
+// recvAll or sendAll, where a connection that the server closes is TurnedAway.
+template <class F>
+void beforeReply(F&& transfer) {
+  try {
+    transfer();
+  } catch (const TurnedAway&) {
+    throw;
+  } catch (const Error& e) {
+    if (e.code() == RR_ERR_PEER_LOST) throw TurnedAway(RR_ERR_PEER_LOST, e.what());
+    throw;
+  }
+}
+
+}  // namespace
+
 void handshakeClient(int fd, const JobIdentity& job, const Hello& self, Deadline deadline,
                      const std::string& peerName) {
   uint8_t challenge[kChallengeBytes];
-  recvAll(fd, challenge, sizeof challenge, deadline, peerName);
+  beforeReply([&] { recvAll(fd, challenge, sizeof challenge, deadline, peerName); });
   if (wire::get32(challenge) != kMagic)
     fail(RR_ERR_AUTH, "{} is not a ringreduce endpoint (bad magic 0x{:08x})", peerName,
          wire::get32(challenge));
@@ -104,10 +123,10 @@ void handshakeClient(int fd, const JobIdentity& job, const Hello& self, Deadline
     fail(RR_ERR_AUTH, "{} speaks protocol version {}, this rank speaks {}", peerName,
          wire::get16(challenge + 4), kProtocolVersion);
   }
-  sendAll(fd, hello, sizeof hello, deadline, peerName);
+  beforeReply([&] { sendAll(fd, hello, sizeof hello, deadline, peerName); });
 
   uint8_t reply[kReplyHead + kMaxReason];
-  recvAll(fd, reply, kReplyHead, deadline, peerName);
+  beforeReply([&] { recvAll(fd, reply, kReplyHead, deadline, peerName); });
   const uint32_t status = wire::get32(reply);
   const uint32_t reasonLen = std::min<uint32_t>(wire::get32(reply + 4), kMaxReason);
   std::string reason;
@@ -178,12 +197,51 @@ std::string ServerHandshake::reply(rr_result_t status, const std::string& reason
   return encodeReply(job_, haveClientNonce_ ? clientNonce_ : nullptr, challenge_ + 8, status, reason);
 }
 
+Fd dialPeer(const SockAddr& addr, const JobIdentity& job, const Hello& self, Deadline deadline,
+            const std::string& who) {
+  int turnedAway = 0;
+  std::string last;
+  auto pause = std::chrono::milliseconds(2);
+  const std::string peer = fmt::format("{} at {}", who, addr.str());
+  const auto away = [&] {
+    return fmt::format("; {} turned this rank's connection away {} time{} before (the last: {}): its port had "
+                       "every handshake slot taken, or took the connection for a silent one (a flood on the port?)",
+                       who, turnedAway, turnedAway == 1 ? "" : "s", last);
+  };
+  for (;;) {
+    Fd fd;
+    try {
+      fd = connectTo(addr, deadline, who);
+      handshakeClient(fd.get(), job, self, deadline, peer);
+      return fd;
+    } catch (const TurnedAway& e) {
+      ++turnedAway;
+      last = e.what();
+      if (Clock::now() + pause >= deadline) fail(RR_ERR_TIMEOUT, "could not connect to {} before the deadline{}", peer, away());
+    } catch (const Error& e) {
+      if (turnedAway == 0) throw;
+      throw Error(e.code(), e.what() + away());
+    }
+    std::this_thread::sleep_for(pause);
+    pause = std::min(pause * 2, std::chrono::milliseconds(50));
+  }
+}
+
 Hello handshakeServer(int fd, const JobIdentity& job, Deadline deadline,
-                      const std::function<std::string(const Hello&)>& accept) {
+                      const std::function<std::string(const Hello&)>& accept, Deadline firstByte,
+                      const std::function<void()>& spoke) {
   ServerHandshake hs(job);
   sendAll(fd, hs.challenge(), ServerHandshake::kChallengeBytes, deadline, "client");
   uint8_t hello[kHelloBytes];
-  recvAll(fd, hello, sizeof hello, deadline, "client");
+  if (firstByte < deadline) {
+    uint8_t one = 0;
+    recvAll(fd, &one, 1, firstByte, "client (its first byte)");
+    hello[0] = one;
+    if (spoke) spoke();
+    recvAll(fd, hello + 1, sizeof hello - 1, deadline, "client");
+  } else {
+    recvAll(fd, hello, sizeof hello, deadline, "client");
+  }
   Hello peer;
   try {
     peer = hs.check(hello);

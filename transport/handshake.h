@@ -16,6 +16,7 @@
 #include <string>
 
 #include "ringreduce/ringreduce.h"
+#include "transport/error.h"
 #include "transport/socket.h"
 
 namespace rr {
@@ -32,7 +33,10 @@ constexpr uint32_t kMagic = 0x52524431;  // "RRD1"
 //    algorithm (engine/config.h): a rank of version 4 would choose by other thresholds
 // 6: a rank's arrival at the rendezvous carries its namespaces and transport, and the
 //    verdict the job's transport (engine/bootstrap_wire.h), by which RR_TRANSPORT=auto chooses
-constexpr uint16_t kProtocolVersion = 6;
+// 7: the arrival carries the job-wide settings, which rank 0 compares (engine/config.h,
+//    JobSetting); the op header's flags say whether the bucket is in GPU memory; UCX's
+//    address exchange carries each rank's proof of its process (transport/ucx/ucx_transport.cc)
+constexpr uint16_t kProtocolVersion = 7;
 
 // kData: a TCP data socket; kUcx: the connection over which two UCX neighbours exchange
 // their worker addresses (transport/ucx/ucx_transport.h).
@@ -55,15 +59,31 @@ struct Hello {
   uint16_t links = 0;  // how many sockets the sender stripes a link over (RR_SOCKETS_PER_LINK)
 };                     // (index and links share the hello's 32-bit index field, low half first)
 
+// Thrown by handshakeClient where the server closed the connection before its reply: it was
+// too busy (every handshake slot taken), or dropped the connection as silent (the
+// acceptor's first-byte deadline, transport/tcp/acceptor.h). Worth trying again.
+class TurnedAway : public Error {
+ public:
+  using Error::Error;
+};
+
 // Client side: proves itself, then checks the server's proof. Throws RR_ERR_AUTH (rejected
-// or bad proof), RR_ERR_PEER_LOST, RR_ERR_TIMEOUT.
+// or bad proof), TurnedAway (RR_ERR_PEER_LOST), RR_ERR_PEER_LOST, RR_ERR_TIMEOUT.
 void handshakeClient(int fd, const JobIdentity& job, const Hello& self, Deadline deadline,
                      const std::string& peerName);
+// Connects to a peer's data or address port and runs the client handshake, trying again
+// (with a short pause) while the peer turns the connection away, until `deadline`; an
+// error after turned-away attempts says how many there were. `who` names the peer.
+Fd dialPeer(const SockAddr& addr, const JobIdentity& job, const Hello& self, Deadline deadline,
+            const std::string& who);
 
 // Server side. `accept` sees a hello whose HMAC checked out and returns "" to accept it or
 // the reason to reject it. Returns the hello; throws Error with the reason on rejection.
+// A client that sends no byte by `firstByte` (after the challenge) is dropped (RR_ERR_TIMEOUT);
+// `spoke` is called once its first byte is here.
 Hello handshakeServer(int fd, const JobIdentity& job, Deadline deadline,
-                      const std::function<std::string(const Hello&)>& accept);
+                      const std::function<std::string(const Hello&)>& accept,
+                      Deadline firstByte = Deadline::max(), const std::function<void()>& spoke = {});
 
 // The server side as steps without I/O, for an event-driven server: send challenge(), read
 // helloBytes(), check() it (throws Error with the reason and the code; the reply to send

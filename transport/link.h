@@ -10,9 +10,12 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "ringreduce/ringreduce.h"
+#include "transport/error.h"
 #include "transport/event_set.h"
+#include "transport/test_lies.h"
 
 namespace rr {
 
@@ -26,6 +29,37 @@ inline const char* frameName(uint32_t type) {
     case FrameType::kAbort: return "abort";
   }
   return "unknown";
+}
+
+// The error an abort frame from `peer` reports: `origin` failed first, in its collective
+// `seq`, with `code` and `reason` (code RR_SUCCESS or unknown: RR_ERR_PEER_LOST). An origin
+// outside 0..jobSize-1 is a protocol error naming the peer: no rank could have sent it, and
+// -1 would pass for this rank's own failure.
+inline Error abortFrameError(int origin, uint32_t code, uint64_t seq, std::string reason, const std::string& peer,
+                             int jobSize) {
+  if (origin < 0 || origin >= jobSize)
+    return Error(RR_ERR_SYSTEM, fmt::format("protocol error: {} sent an abort frame naming rank {}, which is not a "
+                                            "rank of this job of {} (its reason: {})",
+                                            peer, origin, jobSize, reason.substr(0, 200)));
+  if (code == RR_SUCCESS || code > RR_ERR_INTERNAL) code = RR_ERR_PEER_LOST;
+  std::string message = fmt::format("rank {} aborted the job: {} (reported by {})", origin, reason, peer);
+  return Error(static_cast<rr_result_t>(code), message, origin, seq, std::move(reason));
+}
+
+// Tests: a data frame as a lying rank sends it (transport/test_lies.h): 8 bytes longer,
+// from a buffer of the lie's own (data-long), 4 bytes shorter (data-short), or typed as an
+// op header (data-type). Nothing changes without those lies.
+inline void lieAboutData(const void*& data, size_t& len, FrameType& type) {
+  if (type != FrameType::kData) return;
+  if (lying("data-long")) {
+    static const std::vector<uint8_t> junk(size_t{16} << 20);
+    if (len + 8 <= junk.size()) {
+      data = junk.data();
+      len += 8;
+    }
+  }
+  if (lying("data-short") && len >= 4) len -= 4;
+  if (lying("data-type")) type = FrameType::kOpHeader;
 }
 
 class Link {
@@ -78,10 +112,14 @@ class Link {
   // count from `since`, the same moment for every link of the rank.
   virtual void beginQuiesce() noexcept {}
   virtual void quiesce(std::chrono::steady_clock::time_point since) noexcept { (void)since; }
-  // Before shutdown at destroy: bounded in time, until the peer has taken in everything
-  // this link sent (a transport whose completed sends may still depend on this process,
-  // as UCX's do, waits for the peer to say so). A kernel socket needs nothing.
-  virtual void farewell() noexcept {}
+  // Before shutdown at destroy: until the peer has taken in everything this link sent (a
+  // transport whose completed sends may still depend on this process, as UCX's do, waits
+  // for the peer to say so; a kernel socket needs nothing). In two halves, as the abort:
+  // every link tells its peer first, then each waits until `until` at most, one bound for
+  // the whole rank (kFarewellBound from the first call), however many peers are stopped.
+  virtual void startFarewell() noexcept {}
+  virtual void finishFarewell(std::chrono::steady_clock::time_point until) noexcept { (void)until; }
+  static constexpr std::chrono::milliseconds kFarewellBound{2000};
 
   virtual int peerRank() const = 0;
 

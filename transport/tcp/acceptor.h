@@ -1,8 +1,12 @@
-// acceptConcurrently: the server side of the TCP data links. Accepts connections on a listening
-// socket and runs each one's handshake on a thread of its own (at most kMaxPending at once),
-// so a client that sends garbage or stalls in the middle of the handshake holds up nobody
-// but itself, and only until the handshake deadline. Every rejection is logged with the
-// peer's address and counted.
+// acceptConcurrently: the server side of the TCP data links (and of UCX's address exchange).
+// Accepts connections on a listening socket and runs each one's handshake on a thread of its
+// own (at most kMaxPending at once), so a client that sends garbage or stalls in the middle
+// of the handshake holds up nobody but itself, and only until the handshake deadline. A
+// client that sends nothing within a short first-byte deadline gives its slot back, and
+// where every slot is taken the oldest silent one gives its slot to the newcomer: a flood
+// of silent connections (which needs no secret) cannot keep a ring peer out, whose hello
+// comes at once, and a peer turned away tries again (dialPeer, handshake.h). Every
+// rejection is counted, and the first ones logged with the peer's address.
 #pragma once
 
 #include <functional>

@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "transport/error.h"
+#include "transport/test_lies.h"
 #include "transport/wire.h"
 
 namespace rr {
@@ -36,8 +37,8 @@ void TcpLink::Socket::onEvent(uint32_t events) {
   }
 }
 
-TcpLink::TcpLink(std::vector<Fd> sockets, EventSet& events, int peerRank, std::string name)
-    : events_(events), peerRank_(peerRank), name_(std::move(name)) {
+TcpLink::TcpLink(std::vector<Fd> sockets, EventSet& events, int peerRank, int jobSize, std::string name)
+    : events_(events), peerRank_(peerRank), jobSize_(jobSize), name_(std::move(name)) {
   for (auto& fd : sockets) {
     auto s = std::make_unique<Socket>();
     s->fd = std::move(fd);
@@ -79,6 +80,7 @@ void TcpLink::post(Direction& dir, uint8_t* data, size_t len, FrameType type, bo
 }
 
 void TcpLink::postSend(const void* data, size_t len, FrameType type) {
+  lieAboutData(data, len, type);
   post(send_, static_cast<uint8_t*>(const_cast<void*>(data)), len, type, true);
 }
 
@@ -277,14 +279,8 @@ void TcpLink::readAbort(Socket& s, const uint8_t* header, const uint8_t* have, s
     fail(RR_ERR_PEER_LOST, "{} aborted without a readable reason", name_);
   }
   const auto* p = reinterpret_cast<const uint8_t*>(payload.data());
-  const int origin = static_cast<int32_t>(wire::get32(p));
-  uint32_t code = wire::get32(p + 4);
-  if (code == RR_SUCCESS || code > RR_ERR_INTERNAL) code = RR_ERR_PEER_LOST;
-  const uint64_t seq = wire::get64(p + 8);
-  std::string reason = payload.substr(16);
-  throw Error(static_cast<rr_result_t>(code),
-              fmt::format("rank {} aborted the job: {} (reported by {})", origin, reason, name_),
-              origin, seq, reason);
+  throw abortFrameError(static_cast<int32_t>(wire::get32(p)), wire::get32(p + 4), wire::get64(p + 8),
+                        payload.substr(16), name_, jobSize_);
 }
 
 void TcpLink::throwPendingAbort() {
@@ -303,13 +299,13 @@ void TcpLink::peerLost(const std::string& what) {
 bool TcpLink::sendAbort(int originRank, rr_result_t code, uint64_t seq,
                         const std::string& reason) noexcept {
   try {
-    const std::string text = reason.substr(0, kMaxAbortText);
+    const std::string text = lying("abort-long") ? std::string(kMaxAbortText + 64, 'x') : reason.substr(0, kMaxAbortText);
     std::string frame(kHeader + 16 + text.size(), '\0');
     auto* p = reinterpret_cast<uint8_t*>(frame.data());
     wire::put32(p, static_cast<uint32_t>(FrameType::kAbort));
     wire::put32(p + 4, 0);
     wire::put64(p + 8, 16 + text.size());
-    wire::put32(p + 16, static_cast<uint32_t>(originRank));
+    wire::put32(p + 16, static_cast<uint32_t>(lyingOrigin(originRank)));
     wire::put32(p + 20, static_cast<uint32_t>(code));
     wire::put64(p + 24, seq);
     std::memcpy(p + 32, text.data(), text.size());

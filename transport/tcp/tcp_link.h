@@ -34,8 +34,9 @@ class TcpLink final : public Link {
   static constexpr size_t kAheadBytes = 16 + kBounceBytes;
 
   // Takes the connected sockets (socket i carries stripe i) and registers them in `events`.
-  // `name` describes the peer in messages ("rank 3 (left neighbour)").
-  TcpLink(std::vector<Fd> sockets, EventSet& events, int peerRank, std::string name);
+  // `name` describes the peer in messages ("rank 3 (left neighbour)"); `jobSize` bounds the
+  // ranks an abort frame may name.
+  TcpLink(std::vector<Fd> sockets, EventSet& events, int peerRank, int jobSize, std::string name);
   ~TcpLink() override;
 
   void postSend(const void* data, size_t len, FrameType type) override;
@@ -108,6 +109,7 @@ class TcpLink final : public Link {
   std::vector<std::unique_ptr<Socket>> sockets_;
   EventSet& events_;
   int peerRank_;
+  int jobSize_;
   std::string name_;
   Direction send_;
   Direction recv_;

@@ -83,11 +83,9 @@ std::vector<Fd> TcpTransport::acceptPeers(const std::vector<int>& accept, std::m
 
 Fd TcpTransport::dial(const Endpoint& end, const std::string& who, uint16_t index, Deadline deadline) {
   const SockAddr addr = makeAddr(end.ip, end.port);
-  Fd fd = connectTo(addr, deadline, who);
-  handshakeClient(fd.get(), job_.identity,
+  return dialPeer(addr, job_.identity,
                   Hello{LinkRole::kData, job_.rank, job_.size, index, static_cast<uint16_t>(socketsPerLink_)},
-                  deadline, fmt::format("{} at {}", who, addr.str()));
-  return fd;
+                  deadline, who);
 }
 
 std::vector<Fd> TcpTransport::connectRight(const Endpoint& rightEnd, Deadline deadline) {
@@ -133,12 +131,12 @@ RingLinks TcpTransport::connectRing(const RingPeers& peers, EventSet& events, De
   for (auto& [partner, fd] : partnerSocks) {
     std::vector<Fd> one;
     one.push_back(std::move(fd));
-    links.partners.push_back(std::make_unique<TcpLink>(std::move(one), events, partner,
+    links.partners.push_back(std::make_unique<TcpLink>(std::move(one), events, partner, job_.size,
                                                        fmt::format("rank {} (recursive doubling partner)", partner)));
   }
-  links.left = std::make_unique<TcpLink>(std::move(leftSocks), events, left,
+  links.left = std::make_unique<TcpLink>(std::move(leftSocks), events, left, job_.size,
                                          fmt::format("rank {} (left neighbour)", left));
-  links.right = std::make_unique<TcpLink>(std::move(rightSocks), events, right,
+  links.right = std::make_unique<TcpLink>(std::move(rightSocks), events, right, job_.size,
                                           fmt::format("rank {} (right neighbour)", right));
   return links;
 }

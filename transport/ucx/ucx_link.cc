@@ -4,6 +4,7 @@
 #include <poll.h>
 #include <sys/epoll.h>
 #include <sys/uio.h>
+#include <unistd.h>
 
 #include <cerrno>
 
@@ -16,6 +17,7 @@
 #include <utility>
 
 #include "transport/error.h"
+#include "transport/test_lies.h"
 #include "transport/ucx/ucx_print.h"
 #include "transport/wire.h"
 
@@ -40,8 +42,6 @@ constexpr uint32_t kPullMagic = 0x52525031;  // "RRP1"
 constexpr size_t kPullDescBytes = 32;
 // How long a failed link waits for a live peer to read, or refuse, what it announced.
 constexpr int kPullQuiesceMs = 500;
-// How long a destroy waits for a live peer to take in what this rank sent.
-constexpr int kFarewellMs = 2000;
 
 using Clock = std::chrono::steady_clock;
 
@@ -72,12 +72,13 @@ void UcxLink::Sentinel::onEvent(uint32_t events) {
 }
 
 UcxLink::UcxLink(std::shared_ptr<UcxWorker> worker, const std::string& peerAddress,
-                 uint32_t sendKey, uint32_t recvKey, Fd sentinel, EventSet& events, int peerRank,
+                 uint32_t sendKey, uint32_t recvKey, Fd sentinel, EventSet& events, int peerRank, int jobSize,
                  std::string name, int peerPid, bool pullSends)
     : worker_(std::move(worker)),
       sendKey_(sendKey),
       recvKey_(recvKey),
       peerRank_(peerRank),
+      jobSize_(jobSize),
       name_(std::move(name)),
       events_(events),
       abortBuf_(new uint8_t[16 + kMaxAbortText]),
@@ -103,10 +104,11 @@ UcxLink::UcxLink(std::shared_ptr<UcxWorker> worker, const std::string& peerAddre
     events_.remove(sentinel_.fd.get());
     worker_->removeLink(this);
     fail(st == UCS_ERR_UNREACHABLE ? RR_ERR_INVALID_ARGUMENT : RR_ERR_PEER_LOST,
-         "UCX: cannot create the endpoint to {} with peer failure handling over {}: {} (UCX_TLS "
-         "names transports without it, e.g. shared memory, next to others: use UCX_TLS=sm for "
-         "shared memory alone, or network transports alone)",
-         name_, worker_->transports(), ucs_status_string(st));
+         "UCX: cannot create the endpoint to {}{} over {}: {}: either {} sent a UCX worker address this UCX "
+         "cannot read (the ranks' UCX versions differ, or the peer broke the protocol), or UCX_TLS names "
+         "transports without peer failure handling (e.g. shared memory) next to others: use UCX_TLS=sm for "
+         "shared memory alone, or network transports alone",
+         name_, peerMode_ ? " with peer failure handling" : "", worker_->transports(), ucs_status_string(st), name_);
   }
   postAbortRecv();
 }
@@ -151,6 +153,7 @@ uint64_t UcxLink::tag(uint32_t key, bool abort, FrameType type, uint64_t number)
 }
 
 void UcxLink::postSend(const void* data, size_t len, FrameType type) {
+  lieAboutData(data, len, type);
   if (send_.posted - send_.done >= kMaxQueued)
     fail(RR_ERR_INTERNAL, "more than {} sends queued to {}", kMaxQueued, name_);
   Op& op = send_.ops[send_.posted % kMaxQueued];
@@ -158,14 +161,14 @@ void UcxLink::postSend(const void* data, size_t len, FrameType type) {
   worker_->noteActivity();
   ucp_request_param_t param{};
   ucs_status_ptr_t r;
-  if (pull_ && type == FrameType::kData && len >= kPullMinBytes) {
+  if ((pull_ || lying("pull-unagreed")) && type == FrameType::kData && len >= kPullMinBytes) {
     op.pull = true;
     op.pullIndex = pullsSent_++;
     uint8_t* d = op.desc.data();
-    wire::put32(d, kPullMagic);
+    wire::put32(d, lying("pull-magic") ? kPullMagic + 1 : kPullMagic);
     wire::put32(d + 4, 0);
     wire::put64(d + 8, reinterpret_cast<uintptr_t>(data));
-    wire::put64(d + 16, len);
+    wire::put64(d + 16, lying("pull-length") ? len + 4096 : len);
     wire::put64(d + 24, op.pullIndex);
     r = ucp_tag_send_nbx(ep_, d, kPullDescBytes, tag(sendKey_, false, static_cast<FrameType>(kPullType), send_.posted), &param);
     if (UCS_PTR_IS_ERR(r))
@@ -231,33 +234,51 @@ void UcxLink::pollControl() noexcept {
     if (st == UCS_INPROGRESS) return;
     ucp_request_free(abortRequest_);
     abortRequest_ = nullptr;
-    if (st != UCS_OK) return;  // cancelled
-    const uint64_t what = info.sender_tag & kNumberMask;
-    if (what == kControlFarewell) {
-      sendControl(kControlFarewellAnswer);
-    } else if (what == kControlFarewellAnswer) {
-      farewellAnswered_ = true;
-    } else if (what == kControlPulled) {
-      ++pullsAcked_;
-    } else if (what == kControlNoPulls) {
-      pullsRefused_ = true;
-    } else if (what == kControlAbort && info.length >= 16 && !abortFrame_) {  // the first one counts
-      const uint8_t* p = abortBuf_.get();
-      const int origin = static_cast<int32_t>(wire::get32(p));
-      uint32_t code = wire::get32(p + 4);
-      if (code == RR_SUCCESS || code > RR_ERR_INTERNAL) code = RR_ERR_PEER_LOST;
-      const uint64_t seq = wire::get64(p + 8);
-      std::string reason(reinterpret_cast<const char*>(p + 16), info.length - 16);
-      abortFrame_.emplace(static_cast<rr_result_t>(code),
-                          fmt::format("rank {} aborted the job: {} (reported by {})", origin, reason, name_),
-                          origin, seq, reason);
+    if (st == UCS_ERR_CANCELED) return;  // the link is closing
+    try {
+      takeControl(st, info);
+    } catch (const Error& e) {  // a protocol error the peer made: reported by progress(), the first one
+      if (!abortFrame_) abortFrame_ = e;
+    } catch (...) {
     }
-    // Posted again after an abort too: a peer's farewell must still find it.
+    // Posted again on every path, after an abort or a malformed message too: a peer's
+    // farewell must still find it.
     try {
       postAbortRecv();
     } catch (const Error&) {
       return;  // no control plane any more: a loss is still seen, its reason not
     }
+  }
+}
+
+void UcxLink::takeControl(ucs_status_t st, const ucp_tag_recv_info_t& info) {
+  const uint64_t what = info.sender_tag & kNumberMask;
+  if (st == UCS_ERR_MESSAGE_TRUNCATED)
+    fail(RR_ERR_SYSTEM, "protocol error: {} sent a control message (number {}) longer than the {} bytes of an abort frame",
+         name_, what, 16 + kMaxAbortText);
+  if (st != UCS_OK) return;  // a receive UCX ended otherwise: the link's loss is reported by progress()
+  if (what == kControlAbort) {
+    if (info.length < 16)
+      fail(RR_ERR_SYSTEM, "protocol error: {} sent an abort frame of {} bytes (at least 16)", name_, info.length);
+    if (abortFrame_) return;  // the first one counts
+    const uint8_t* p = abortBuf_.get();
+    abortFrame_ = abortFrameError(static_cast<int32_t>(wire::get32(p)), wire::get32(p + 4), wire::get64(p + 8),
+                                  std::string(reinterpret_cast<const char*>(p + 16), info.length - 16), name_, jobSize_);
+    return;
+  }
+  if (what > kControlNoPulls || info.length != 0)
+    fail(RR_ERR_SYSTEM, "protocol error: {} sent control message number {} of {} bytes (known: 0-{}, empty but the abort)",
+         name_, what, info.length, kControlNoPulls);
+  if (what == kControlFarewell) {
+    sendControl(kControlFarewellAnswer);
+  } else if (what == kControlFarewellAnswer) {
+    farewellAnswered_ = true;
+  } else if (what == kControlPulled) {
+    if (pullsAcked_ >= pullsSent_ && !quiesced_)
+      fail(RR_ERR_SYSTEM, "protocol error: {} said it read a frame of this rank's that was never announced", name_);
+    ++pullsAcked_;
+  } else if (what == kControlNoPulls) {
+    pullsRefused_ = true;
   }
 }
 
@@ -293,11 +314,15 @@ bool UcxLink::sentinelGone(int waitMs) noexcept {
 // rank tells the peer and waits, bounded, for the answer: tag messages on one endpoint
 // arrive in order, so the answer means everything sent before has been taken in. A peer
 // that is gone, or that closed its side first (it needs nothing more), ends the wait.
-void UcxLink::farewell() noexcept {
+void UcxLink::startFarewell() noexcept {
+  farewellSent_ = false;
   if (ep_ == nullptr || peerStatus_ != UCS_OK || worker_->frozen() || sentinelGone()) return;
-  if (!sendControl(kControlFarewell)) return;
-  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(kFarewellMs);
-  while (!farewellAnswered_ && peerStatus_ == UCS_OK && std::chrono::steady_clock::now() < until) {
+  farewellSent_ = sendControl(kControlFarewell);
+}
+
+void UcxLink::finishFarewell(std::chrono::steady_clock::time_point until) noexcept {
+  if (!farewellSent_) return;
+  while (!farewellAnswered_ && peerStatus_ == UCS_OK && !worker_->frozen() && std::chrono::steady_clock::now() < until) {
     const bool any = worker_->progress();
     worker_->pollControls();  // answers every link's farewells meanwhile, this one's included
     if (farewellAnswered_ || sentinelGone(any ? 0 : 1)) break;
@@ -338,6 +363,9 @@ bool UcxLink::collect(Direction& dir, bool isSend) {
         if (st != UCS_OK)
           peerLost(fmt::format("receiving {} bytes from {} failed: {}", op.len, name_, ucs_status_string(st)));
         const uint32_t type = static_cast<uint32_t>((info.sender_tag & kTypeMask) >> kTypeShift);
+        if (type == kPullType && !pull_)  // only where both ends agreed pulls at init, from a proven process
+          fail(RR_ERR_SYSTEM, "protocol error: {} sent a frame descriptor (a pull) on a link where pulls were not agreed",
+               name_);
         if (type == kPullType && op.type == FrameType::kData && info.length == kPullDescBytes) {
           pull(op);
           pulled = true;
@@ -379,11 +407,14 @@ void UcxLink::pull(Op& op) {
   const uint64_t len = wire::get64(d + 16);
   const uint64_t number = wire::get64(d + 24);
   if (wire::get32(d) != kPullMagic || number != pullsRead_)
-    fail(RR_ERR_SYSTEM, "protocol error: {} sent a malformed frame descriptor (number {}, expected {})", name_,
-         number, pullsRead_);
+    fail(RR_ERR_SYSTEM, "protocol error: {} sent a malformed frame descriptor (magic {:#x}, number {}; expected {:#x}, {})",
+         name_, wire::get32(d), number, kPullMagic, pullsRead_);
   if (len != op.len)
     fail(RR_ERR_SYSTEM, "protocol error: expected a data frame of {} bytes from {}, got a data frame of {} bytes",
          op.len, name_, len);
+  if (addr == 0 || addr + len < addr || peerPid_ <= 0 || peerPid_ == ::getpid())
+    fail(RR_ERR_SYSTEM, "protocol error: {} announced a frame at address {:#x} ({} bytes) of process {}, which this rank "
+         "does not read", name_, addr, len, peerPid_);
   size_t got = 0;
   while (got < len) {
     iovec local{static_cast<uint8_t*>(op.data) + got, len - got};
@@ -436,10 +467,10 @@ void UcxLink::startAbort(int originRank, rr_result_t code, uint64_t seq,
   abortStarted_ = false;
   try {
     if (peerStatus_ != UCS_OK || ep_ == nullptr) return;
-    const std::string text = reason.substr(0, kMaxAbortText);
+    const std::string text = lying("abort-long") ? std::string(kMaxAbortText + 64, 'x') : reason.substr(0, kMaxAbortText);
     std::string& frame = abortFrames_.emplace_back(16 + text.size(), '\0');
     auto* p = reinterpret_cast<uint8_t*>(frame.data());
-    wire::put32(p, static_cast<uint32_t>(originRank));
+    wire::put32(p, static_cast<uint32_t>(lyingOrigin(originRank)));
     wire::put32(p + 4, static_cast<uint32_t>(code));
     wire::put64(p + 8, seq);
     std::memcpy(p + 16, text.data(), text.size());
@@ -499,6 +530,7 @@ void UcxLink::beginQuiesce() noexcept {
 }
 
 void UcxLink::quiesce(Clock::time_point since) noexcept {
+  worker_->noteFailure();
   ucp_worker_h w = worker_->worker();
   const auto pullUntil = since + std::chrono::milliseconds(kPullQuiesceMs);
   // The sends' bounds below follow the pulls' where this link had pulls to wait for.
@@ -509,6 +541,7 @@ void UcxLink::quiesce(Clock::time_point since) noexcept {
     worker_->pollControls();
   }
   pullsAcked_ = pullsSent_;
+  quiesced_ = true;  // a "pulled" may still come for a frame given up on here
   auto pending = [&] {
     int n = 0;
     for (Direction* dir : {&send_, &recv_})

@@ -22,7 +22,7 @@
 // handling; the authenticated TCP connection of the address exchange (the sentinel, kept
 // open for the link's life) then tells that a peer is gone: a process that dies closes
 // it. UCX's own keepalive is off unless UCX_KEEPALIVE_INTERVAL is set (it failed healthy
-// tcp endpoints here). At destroy, farewell() waits (bounded) until the peer has taken in
+// tcp endpoints here). At destroy, the farewell waits (bounded) until the peer has taken in
 // what this link sent: UCX's send completion does not say so. A loss is reported while the
 // link has work outstanding (as TcpLink reports a closed connection), not while the
 // communicator is idle. Queues are fixed rings of kMaxQueued requests per direction, as
@@ -57,6 +57,10 @@
 
 #include "transport/error.h"
 #include "transport/link.h"
+
+namespace spdlog {
+class logger;
+}
 
 namespace rr {
 
@@ -141,6 +145,11 @@ class UcxWorker final : public EventTarget, public SleepGuard {
   void noteActivity() { lastActivity_ = std::chrono::steady_clock::now(); }
   static constexpr std::chrono::microseconds kPullYield{1000};
   void removeLink(const UcxLink* link);
+  // A link of this worker failed (UcxLink::quiesce): peers' frames may arrive that no
+  // receive takes (the destructor says so once, instead of UCX's line per message).
+  void noteFailure() { failed_ = true; }
+  // Where the worker's own lines go (the communicator's logger); none by default.
+  void setLog(spdlog::logger* log) { log_ = log; }
 
  private:
   // What the first context found UCX may use, which the second is configured for.
@@ -171,6 +180,8 @@ class UcxWorker final : public EventTarget, public SleepGuard {
   int sharedRxGrow_ = 0;
   int efd_ = -1;
   bool frozen_ = false;
+  bool failed_ = false;
+  spdlog::logger* log_ = nullptr;
   std::chrono::steady_clock::time_point lastActivity_{};
   std::string transports_;
   std::vector<UcxLink*> links_;
@@ -191,7 +202,7 @@ class UcxLink final : public Link {
   // `peerPid`: the peer's process id (address exchange), which a pull reads from;
   // `pullSends`: large data frames to the peer travel as descriptors (both ends agreed).
   UcxLink(std::shared_ptr<UcxWorker> worker, const std::string& peerAddress, uint32_t sendKey,
-          uint32_t recvKey, Fd sentinel, EventSet& events, int peerRank, std::string name,
+          uint32_t recvKey, Fd sentinel, EventSet& events, int peerRank, int jobSize, std::string name,
           int peerPid = 0, bool pullSends = false);
   ~UcxLink() override;
 
@@ -209,7 +220,8 @@ class UcxLink final : public Link {
   void shutdown() noexcept override;
   void beginQuiesce() noexcept override;
   void quiesce(std::chrono::steady_clock::time_point since) noexcept override;
-  void farewell() noexcept override;
+  void startFarewell() noexcept override;
+  void finishFarewell(std::chrono::steady_clock::time_point until) noexcept override;
   int peerRank() const override { return peerRank_; }
   // The lanes UCX chose for this endpoint (ucp_ep_print_info), one line.
   std::string lanes() const;
@@ -250,6 +262,9 @@ class UcxLink final : public Link {
   static void onPeerError(void* arg, ucp_ep_h ep, ucs_status_t status);
   uint64_t tag(uint32_t key, bool abort, FrameType type, uint64_t number) const;
   void postAbortRecv();
+  // One message of the control plane, received with status `st`: acts on it, or throws a
+  // protocol error naming the peer (kept for progress() to report).
+  void takeControl(ucs_status_t st, const ucp_tag_recv_info_t& info);
   void checkAbort();
   bool sendControl(uint64_t what) noexcept;
   // Whether the peer closed the sentinel, waiting up to `waitMs` for it.
@@ -271,6 +286,7 @@ class UcxLink final : public Link {
   uint32_t sendKey_;
   uint32_t recvKey_;
   int peerRank_;
+  int jobSize_;  // bounds the ranks an abort frame may name
   std::string name_;
   Direction send_;
   Direction recv_;
@@ -289,12 +305,14 @@ class UcxLink final : public Link {
   // link, after its endpoint is closed (a deque keeps each frame where it is).
   std::deque<std::string> abortFrames_;
   bool farewellAnswered_ = false;
+  bool farewellSent_ = false;  // startFarewell sent one
   int peerPid_ = 0;
   bool pull_ = false;          // large data frames go as descriptors
   uint64_t pullsSent_ = 0;     // descriptors sent
   uint64_t pullsAcked_ = 0;    // "pulled" answers received
   uint64_t pullsRead_ = 0;     // descriptors of the peer's this link has read
   bool pullsRefused_ = false;  // the peer said it will read no more (it failed)
+  bool quiesced_ = false;      // quiesce() gave up on the frames still announced
 };
 
 }  // namespace rr

@@ -18,9 +18,12 @@
 // kPartnerLink; the lower rank of a pair connects), with an endpoint of its own.
 #pragma once
 
+#include <array>
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -44,6 +47,9 @@ class HeldUcxLines {
   // not written. Lines the user's UCX_LOG_LEVEL hides (fatal) are among them: they are
   // never written, but the library's own message may say them.
   std::string take();
+  // Removes the held lines whose text contains `containing` (they are never written);
+  // returns how many.
+  size_t drop(std::string_view containing);
 
   struct Line {
     std::string prefix, text;
@@ -74,8 +80,36 @@ class UcxTransport final : public Transport {
   static std::string describeResources();
 
  private:
+  // What one link's address exchange carries: the peer's worker address, key, process and
+  // its proof (ucx_transport.cc), and this rank's.
+ public:
+  struct PeerInfo {
+    std::string address;  // the peer's UCP worker address
+    uint32_t key = 0;     // what this rank must put in the tags it sends the peer
+    uint32_t pid = 0;     // the peer's process, for pulls (ucx_link.h), once proven
+    bool canPull = false; // the peer can read this rank's memory (UcxWorker::pullCapable)
+    uint64_t pidNamespace = 0;
+    uint64_t proofAddress = 0;         // where the peer's process holds its proof
+    std::array<uint8_t, 16> nonce{};   // the proof's random part
+  };
+  struct Exchange {
+    int rank;
+    Fd fd;                          // the authenticated connection (the link's sentinel after)
+    std::string name;
+    uint32_t key;                   // what the peer must use
+    std::array<uint8_t, 16> nonce;  // this rank's proof for the peer
+    PeerInfo info;                  // what the peer sent
+    bool pull;                      // pulls agreed on this link, the peer's process proven
+  };
+
+ private:
+
   // The left neighbour's connection, and one per partner in `accept` (filled in).
   Fd acceptPeers(const std::vector<int>& accept, std::map<int, Fd>& partners, Deadline deadline);
+  // Every link's address exchange, all sent before any is read; where pulls are agreed, the
+  // peer's process proven. Throws the first failure once every peer heard this rank has
+  // said it read this rank's proof.
+  void exchangeAddresses(std::vector<Exchange>& peers, Deadline deadline);
 
   TransportJob job_;
   spdlog::logger& log_;
