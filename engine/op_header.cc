@@ -20,6 +20,7 @@ void GroupHeader::encode(uint8_t* p) const {
   wire::put32(p + 28, (proposal ? 1U : 0U) | static_cast<uint32_t>(algo) << 8 | (pairLink ? 1U : 0U) << 16 |
                           (device ? 1U : 0U) << 17);
   for (uint32_t i = 0; i < numOps; ++i) wire::put64(p + 32 + 8 * i, counts[i]);
+  if (lying("header-dtype")) wire::put32(p + 16, 99);  // tests: a dtype no rank could send
 }
 
 uint32_t GroupHeader::opsIn(const uint8_t* p, int fromRank) {
@@ -64,7 +65,6 @@ GroupHeader onTheWire(const GroupHeader& h) {
     for (uint32_t i = h.numOps; i < w.numOps; ++i) w.counts[i] = h.counts[0];
   }
   if (lying("header-count")) w.counts[0] = uint64_t{1} << 62;
-  if (lying("header-dtype")) w.dtype = static_cast<rr_dtype_t>(99);
   if (lying("header-seq")) w.firstSeq += 1000;
   if (lying("header-root")) w.root = 5;
   return w;

@@ -61,8 +61,8 @@ struct GroupHeader {
 
 // The header as this rank puts it on the wire: `h` itself, but under a test lie
 // (transport/test_lies.h) one that names 4 all-reduces more (fusion-oversize), a count of
-// 2^62 (header-count), dtype 99 (header-dtype), an op number 1000 ahead (header-seq) or
-// root 5 (header-root).
+// 2^62 (header-count), an op number 1000 ahead (header-seq) or root 5 (header-root);
+// encode() writes dtype 99 under header-dtype.
 GroupHeader onTheWire(const GroupHeader& h);
 
 // "op #57 allreduce(count=1024, dtype=float, op=sum)"

@@ -13,17 +13,19 @@ trap 'rm -rf "$dir"' EXIT
 transport=${RR_TRANSPORT:-tcp}
 tls=${UCX_TLS:-}
 failed=0 count=0
-# lie NAME PATTERN [VAR=VALUE...]: one job; ranks 0 and 2 must both say NAMED.
+# lie NAME PATTERN [VAR=VALUE...]: one job; ranks 0 and 2 must both fail with a message
+# that PATTERN (grep -E) matches.
 lie() {
   local name=$1 pattern=$2
   shift 2
   count=$((count + 1))
   mkdir -p "$dir/judged.$name"
   env RR_TEST_LIE=$name RR_TEST_LIE_RANK=1 RR_TEST_LIE_DIR="$dir/judged.$name" RR_TIMEOUT_MS=10000 "$@" \
-    timeout --kill-after=5 $(( 60 * ${RR_TEST_TIME_SCALE:-1} )) "$rr" run -n 3 -- "$check" "$pattern" >"$dir/$name" 2>&1
+    timeout --kill-after=5 $(( 60 * ${RR_TEST_TIME_SCALE:-1} )) "$rr" run -n 3 -- "$check" >"$dir/$name" 2>&1
   local rc=$?
-  if [ $rc = 0 ] && grep -q "^\[0\] rank 0: NAMED" "$dir/$name" && grep -q "^\[2\] rank 2: NAMED" "$dir/$name"; then
-    echo "$name: ranks 0 and 2 $(grep -h "^\[0\] rank 0: NAMED" "$dir/$name" | cut -d: -f3- | cut -c1-220)"
+  if [ $rc = 0 ] && grep "^\[0\] rank 0: FAILED" "$dir/$name" | grep -qE -- "$pattern" &&
+     grep "^\[2\] rank 2: FAILED" "$dir/$name" | grep -qE -- "$pattern"; then
+    echo "$name: ranks 0 and 2 $(grep -h "^\[0\] rank 0: FAILED" "$dir/$name" | cut -d: -f3- | cut -c1-220)"
   else
     echo "FAILED: $name (exit $rc):"
     grep -v "^\[.\] \[[0-9:.]*\] \[ringreduce" "$dir/$name" | head -12 | cut -c1-400 | sed 's/^/  /'
