@@ -16,10 +16,10 @@
 #include "engine/bootstrap_wire.h"
 #include "engine/rd_schedule.h"
 #include "engine/rendezvous.h"
-#include "transport/error.h"
+#include "base/error.h"
 #include "transport/handshake.h"
 #include "transport/interfaces.h"
-#include "transport/wire.h"
+#include "base/wire.h"
 
 namespace rr {
 namespace {

@@ -5,7 +5,7 @@
 #include <cstring>
 
 #include "transport/interfaces.h"
-#include "transport/wire.h"
+#include "base/wire.h"
 
 namespace rr {
 

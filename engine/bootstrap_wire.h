@@ -33,7 +33,7 @@
 #include <vector>
 
 #include "engine/config.h"
-#include "transport/error.h"
+#include "base/error.h"
 #include "transport/socket.h"
 #include "transport/transport.h"
 

@@ -16,7 +16,7 @@
 #include "engine/request.h"
 #include "kernels/device.h"
 #include "ringreduce/ringreduce.h"
-#include "transport/error.h"
+#include "base/error.h"
 
 // A handle remembers the process that made it: after fork() the child holds a copy of the
 // communicator whose threads, locks, sockets and UCX state belong to the parent, so every

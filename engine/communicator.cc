@@ -24,7 +24,7 @@
 #include "engine/waker.h"
 #include "kernels/device.h"
 #include "kernels/dtype.h"
-#include "transport/error.h"
+#include "base/error.h"
 #include "transport/event_set.h"
 #include "transport/tcp/tcp_transport.h"
 #ifdef RR_HAVE_UCX

@@ -12,7 +12,7 @@
 
 #include "engine/hd_schedule.h"
 #include "engine/rd_schedule.h"
-#include "transport/error.h"
+#include "base/error.h"
 
 namespace rr {
 namespace {

@@ -6,7 +6,7 @@
 #include <fmt/format.h>
 
 #include "kernels/dtype.h"
-#include "transport/error.h"
+#include "base/error.h"
 
 namespace rr {
 

@@ -5,7 +5,7 @@
 #include <cstring>
 
 #include "kernels/dtype.h"
-#include "transport/error.h"
+#include "base/error.h"
 
 namespace rr {
 

@@ -4,9 +4,9 @@
 #include "kernels/dtype.h"
 #include <algorithm>
 
-#include "transport/error.h"
-#include "transport/test_lies.h"
-#include "transport/wire.h"
+#include "base/error.h"
+#include "base/test_lies.h"
+#include "base/wire.h"
 
 namespace rr {
 

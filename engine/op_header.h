@@ -60,7 +60,7 @@ struct GroupHeader {
 };
 
 // The header as this rank puts it on the wire: `h` itself, but under a test lie
-// (transport/test_lies.h) one that names 4 all-reduces more (fusion-oversize), a count of
+// (base/test_lies.h) one that names 4 all-reduces more (fusion-oversize), a count of
 // 2^62 (header-count), an op number 1000 ahead (header-seq) or root 5 (header-root);
 // encode() writes dtype 99 under header-dtype.
 GroupHeader onTheWire(const GroupHeader& h);

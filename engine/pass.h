@@ -25,7 +25,7 @@
 
 #include "engine/ring_schedule.h"
 #include "kernels/dtype.h"
-#include "transport/error.h"
+#include "base/error.h"
 #include "transport/link.h"
 
 namespace rr {

@@ -41,9 +41,9 @@
 #include "engine/ring_schedule.h"
 #include "kernels/device.h"
 #include "kernels/reduce.h"
-#include "transport/error.h"
+#include "base/error.h"
 #include "transport/link.h"
-#include "transport/socket.h"
+#include "base/clock.h"
 
 namespace rr {
 

@@ -18,7 +18,7 @@
 #include "engine/timeline.h"
 #include "kernels/device.h"
 #include "kernels/dtype.h"
-#include "transport/error.h"
+#include "base/error.h"
 #include "transport/link.h"
 
 namespace rr {

@@ -14,7 +14,7 @@
 
 #include "transport/handshake.h"
 #include "transport/interfaces.h"
-#include "transport/wire.h"
+#include "base/wire.h"
 
 namespace rr {
 namespace {

@@ -13,7 +13,7 @@
 
 #include "engine/ring_schedule.h"
 #include "ringreduce/ringreduce.h"
-#include "transport/socket.h"
+#include "base/clock.h"
 
 namespace rr {
 

@@ -5,7 +5,7 @@
 
 #include "engine/hd_schedule.h"
 #include "engine/rd_schedule.h"
-#include "transport/error.h"
+#include "base/error.h"
 
 namespace rr {
 

@@ -9,7 +9,7 @@
 #include <chrono>
 #include <thread>
 
-#include "transport/socket.h"
+#include "base/clock.h"
 
 namespace rr {
 

@@ -15,7 +15,7 @@
 #include <map>
 
 #include "engine/op_header.h"
-#include "transport/wire.h"
+#include "base/wire.h"
 
 namespace rr {
 namespace {

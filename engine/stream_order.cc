@@ -8,7 +8,7 @@
 #include "engine/op_header.h"
 #include "engine/request.h"
 #include "kernels/device.h"
-#include "transport/error.h"
+#include "base/error.h"
 
 namespace rr {
 

@@ -9,7 +9,7 @@
 #include <cerrno>
 
 #include "kernels/dtype.h"
-#include "transport/error.h"
+#include "base/error.h"
 
 namespace rr {
 namespace {

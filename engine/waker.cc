@@ -7,7 +7,7 @@
 
 #include <cerrno>
 
-#include "transport/error.h"
+#include "base/error.h"
 
 namespace rr {
 

@@ -9,7 +9,7 @@
 #include <cstdint>
 
 #include "fuzz/loopback_pair.h"
-#include "transport/error.h"
+#include "base/error.h"
 #include "transport/handshake.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

@@ -10,7 +10,7 @@
 
 #include "engine/op_header.h"
 #include "fuzz/loopback_pair.h"
-#include "transport/error.h"
+#include "base/error.h"
 #include "transport/tcp/tcp_link.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

@@ -1,5 +1,5 @@
 // One rank of test/lie_test.sh. Rank RR_TEST_LIE_RANK tells the lie RR_TEST_LIE (a build
-// with -Dtest_lies: transport/test_lies.h); the others are honest and must fail: init or a
+// with -Dtest_lies: base/test_lies.h); the others are honest and must fail: init or a
 // collective returns an error (printed "rank R: FAILED ...: MESSAGE", which the script
 // matches against the lie's pattern: the lie found, or an honest rank's report of it in an
 // abort frame), never RR_SUCCESS with a wrong result, and never a timeout (a lie that made

@@ -28,9 +28,9 @@
 #include "engine/config.h"
 #include "engine/rd_schedule.h"
 #include "engine/rendezvous.h"
-#include "transport/error.h"
+#include "base/error.h"
 #include "transport/handshake.h"
-#include "transport/wire.h"
+#include "base/wire.h"
 
 namespace {
 

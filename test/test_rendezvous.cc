@@ -19,7 +19,7 @@
 #include "engine/bootstrap_wire.h"
 #include "engine/config.h"
 #include "engine/rendezvous.h"
-#include "transport/error.h"
+#include "base/error.h"
 #include "transport/handshake.h"
 #include "transport/socket.h"
 

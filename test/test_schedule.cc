@@ -14,7 +14,7 @@
 #include "engine/hd_schedule.h"
 #include "engine/rd_schedule.h"
 #include "engine/ring_schedule.h"
-#include "transport/error.h"
+#include "base/error.h"
 
 using rr::Buffer;
 using rr::Collective;

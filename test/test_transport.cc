@@ -9,11 +9,11 @@
 #include <memory>
 #include <thread>
 
-#include "transport/error.h"
+#include "base/error.h"
 #include "transport/handshake.h"
 #include "transport/interfaces.h"
 #include "transport/tcp/tcp_link.h"
-#include "transport/wire.h"
+#include "base/wire.h"
 
 namespace {
 

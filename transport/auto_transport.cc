@@ -3,7 +3,7 @@
 
 #include <spdlog/spdlog.h>
 
-#include "transport/error.h"
+#include "base/error.h"
 
 namespace rr {
 

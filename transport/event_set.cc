@@ -6,7 +6,7 @@
 #include <algorithm>
 #include <cerrno>
 
-#include "transport/error.h"
+#include "base/error.h"
 
 namespace rr {
 

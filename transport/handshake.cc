@@ -11,8 +11,8 @@
 #include <cstring>
 #include <thread>
 
-#include "transport/error.h"
-#include "transport/wire.h"
+#include "base/error.h"
+#include "base/wire.h"
 
 namespace rr {
 namespace {

@@ -16,7 +16,7 @@
 #include <string>
 
 #include "ringreduce/ringreduce.h"
-#include "transport/error.h"
+#include "base/error.h"
 #include "transport/socket.h"
 
 namespace rr {

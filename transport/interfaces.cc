@@ -12,7 +12,7 @@
 #include <cerrno>
 #include <cstring>
 
-#include "transport/error.h"
+#include "base/error.h"
 #include "transport/socket.h"
 
 namespace rr {

@@ -13,9 +13,9 @@
 #include <vector>
 
 #include "ringreduce/ringreduce.h"
-#include "transport/error.h"
+#include "base/error.h"
 #include "transport/event_set.h"
-#include "transport/test_lies.h"
+#include "base/test_lies.h"
 
 namespace rr {
 
@@ -46,7 +46,7 @@ inline Error abortFrameError(int origin, uint32_t code, uint64_t seq, std::strin
   return Error(static_cast<rr_result_t>(code), message, origin, seq, std::move(reason));
 }
 
-// Tests: a data frame as a lying rank sends it (transport/test_lies.h): 8 bytes longer,
+// Tests: a data frame as a lying rank sends it (base/test_lies.h): 8 bytes longer,
 // from a buffer of the lie's own (data-long), 4 bytes shorter (data-short), or typed as an
 // op header (data-type). Nothing changes without those lies.
 inline void lieAboutData(const void*& data, size_t& len, FrameType& type) {

@@ -13,18 +13,9 @@
 #include <cstring>
 #include <thread>
 
-#include "transport/error.h"
+#include "base/error.h"
 
 namespace rr {
-
-void failErrno(int errnum, const std::string& what) {
-  fail(RR_ERR_SYSTEM, "{}: {}", what, std::strerror(errnum));
-}
-
-int msUntil(Deadline deadline) {
-  auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
-  return left.count() > 0 ? static_cast<int>(std::min<int64_t>(left.count(), 1 << 30)) : 0;
-}
 
 Fd& Fd::operator=(Fd&& other) noexcept {
   if (this != &other) reset(other.release());

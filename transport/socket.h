@@ -11,13 +11,9 @@
 #include <string>
 #include <utility>
 
+#include "base/clock.h"
+
 namespace rr {
-
-using Clock = std::chrono::steady_clock;
-using Deadline = Clock::time_point;
-
-inline Deadline deadlineIn(int ms) { return Clock::now() + std::chrono::milliseconds(ms); }
-int msUntil(Deadline deadline);  // >= 0
 
 class Fd {
  public:

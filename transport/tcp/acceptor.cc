@@ -12,7 +12,7 @@
 #include <thread>
 #include <vector>
 
-#include "transport/error.h"
+#include "base/error.h"
 
 namespace rr {
 namespace {

@@ -9,9 +9,9 @@
 #include <cerrno>
 #include <cstring>
 
-#include "transport/error.h"
-#include "transport/test_lies.h"
-#include "transport/wire.h"
+#include "base/error.h"
+#include "base/test_lies.h"
+#include "base/wire.h"
 
 namespace rr {
 namespace {

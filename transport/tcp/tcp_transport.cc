@@ -8,7 +8,7 @@
 #include <thread>
 #include <vector>
 
-#include "transport/error.h"
+#include "base/error.h"
 #include "transport/interfaces.h"
 #include "transport/tcp/acceptor.h"
 #include "transport/tcp/tcp_link.h"

@@ -16,10 +16,10 @@
 #include <thread>
 #include <utility>
 
-#include "transport/error.h"
-#include "transport/test_lies.h"
+#include "base/error.h"
+#include "base/test_lies.h"
 #include "transport/ucx/ucx_print.h"
-#include "transport/wire.h"
+#include "base/wire.h"
 
 namespace rr {
 namespace {

@@ -55,7 +55,7 @@
 #include <string_view>
 #include <vector>
 
-#include "transport/error.h"
+#include "base/error.h"
 #include "transport/link.h"
 
 namespace spdlog {

@@ -20,12 +20,12 @@
 #include <thread>
 #include <vector>
 
-#include "transport/error.h"
+#include "base/error.h"
 #include "transport/interfaces.h"
 #include "transport/tcp/acceptor.h"
-#include "transport/test_lies.h"
+#include "base/test_lies.h"
 #include "transport/ucx/ucx_link.h"
-#include "transport/wire.h"
+#include "base/wire.h"
 
 namespace rr {
 namespace {

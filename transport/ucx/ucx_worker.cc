@@ -24,7 +24,7 @@
 
 #include <fmt/chrono.h>
 
-#include "transport/error.h"
+#include "base/error.h"
 #include "transport/ucx/ucx_print.h"
 #include "transport/ucx/ucx_transport.h"
 

@@ -1,5 +1,5 @@
 // lying(); see test_lies.h.
-#include "transport/test_lies.h"
+#include "base/test_lies.h"
 
 #ifdef RR_TEST_LIES
 #include <cstdlib>
