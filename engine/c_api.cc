@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "engine/communicator.h"
-#include "engine/request.h"
+#include "engine/run/request.h"
 #include "kernels/device.h"
 #include "ringreduce/ringreduce.h"
 #include "base/error.h"

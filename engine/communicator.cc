@@ -12,16 +12,16 @@
 #include <thread>
 #include <utility>
 
-#include "engine/bootstrap.h"
-#include "engine/device_pass.h"
-#include "engine/fusion.h"
-#include "engine/op_header.h"
-#include "engine/phase_stats.h"
-#include "engine/progress_engine.h"
-#include "engine/stall_monitor.h"
-#include "engine/stream_order.h"
-#include "engine/timeline.h"
-#include "engine/waker.h"
+#include "engine/setup/bootstrap.h"
+#include "engine/run/device_pass.h"
+#include "engine/run/fusion.h"
+#include "engine/run/op_header.h"
+#include "engine/observe/phase_stats.h"
+#include "engine/run/progress_engine.h"
+#include "engine/observe/stall_monitor.h"
+#include "engine/run/stream_order.h"
+#include "engine/observe/timeline.h"
+#include "engine/run/waker.h"
 #include "kernels/device.h"
 #include "kernels/dtype.h"
 #include "base/error.h"
@@ -57,9 +57,6 @@ size_t checkedBytes(size_t count, size_t factor, size_t elemSize, const char* wh
   return bytes;
 }
 
-std::string where(int device) {
-  return device < 0 ? std::string("host memory") : fmt::format("memory of GPU {}", device);
-}
 
 }  // namespace
 
@@ -80,7 +77,12 @@ std::unique_ptr<Communicator> Communicator::create(const rr_config_t* overrides)
 }
 
 Communicator::Communicator(Config config, std::shared_ptr<spdlog::logger> log)
-    : config_(std::move(config)), log_(std::move(log)) {}
+    : config_(std::move(config)), log_(std::move(log)) {
+  facts_.rank = config_.rank;
+  facts_.size = config_.size;
+  facts_.algo = config_.algo;
+  facts_.segmentBytes = config_.segmentBytes;
+}
 
 Communicator::~Communicator() {
   // Collectives not yet finished are cancelled as rr_comm_abort cancels them (their peers
@@ -141,17 +143,17 @@ void Communicator::connect() {
   right_ = std::move(ring.links.right);
   partners_ = std::move(ring.links.partners);
   bootstrap_ = std::move(ring.bootstrap);
-  largeFrames_ = ring.largeFrames;
-  fragmentFrames_ = ring.fragmentFrames;
-  span_ = ring.oneHost ? Config::Span::kOneHost : Config::Span::kHosts;
+  facts_.pulledFrames = ring.largeFrames;
+  facts_.fragmentFrames = ring.fragmentFrames;
+  facts_.span = ring.oneHost ? Span::kOneHost : Span::kHosts;
   if (config_.size > 1)
     log_->info("the job's ranks {}: auto takes recursive doubling up to {} KiB",
                ring.oneHost ? "share one host" : "are on more than one host",
-               Config::rdMaxBytes(config_.size, span_) >> 10);
-  if (largeFrames_)
+               rdMaxBytes(config_.size, facts_.span) >> 10);
+  if (facts_.pulledFrames)
     log_->info("every link of the job reads its peers' frames: segments of {} KiB and more",
-               kLargeFrameSegmentBytes >> 10);
-  if (fragmentFrames_ && config_.segmentBytes > Link::kFragmentFrameBytes)
+               kPulledSegmentBytes >> 10);
+  if (facts_.fragmentFrames && config_.segmentBytes > Link::kFragmentFrameBytes)
     log_->info("every link of the job copies frames through 256 KiB fragments: "
                "ring passes cut segments of at most {} KiB (RR_SEGMENT_BYTES {} KiB)",
                Link::kFragmentFrameBytes >> 10, config_.segmentBytes >> 10);
@@ -173,11 +175,6 @@ void Communicator::connect() {
   fusion_ = std::make_unique<FusionBuffer>(config_.fusionBytes);
 }
 
-std::optional<std::pair<rr_result_t, std::string>> Communicator::stickyError() {
-  std::lock_guard<std::mutex> lock(errorMutex_);
-  return error_;
-}
-
 std::shared_ptr<Request> Communicator::submitBarrier(bool quiet) {
   // Its own kind in the op header; it runs as an all-reduce with one element per block, so
   // every rank's result depends on every rank. Concurrent barriers share the buffer
@@ -186,15 +183,8 @@ std::shared_ptr<Request> Communicator::submitBarrier(bool quiet) {
                 static_cast<size_t>(config_.size), RR_UINT8, RR_MAX, 0, nullptr, quiet);
 }
 
-std::shared_ptr<Request> Communicator::submit(Collective kind, const void* send, void* recv,
-                                              size_t count, rr_dtype_t dtype, rr_op_t op,
-                                              int root, void* stream, bool quiet) {
-  const char* name = collectiveName(kind);
-  if (auto e = stickyError()) throw Error(e->first, e->second);
-  const bool reduces = kind == Collective::kAllReduce || kind == Collective::kReduceScatter ||
-                       kind == Collective::kBarrier;
-  checkDtypeOp(dtype, op, reduces);
-  const size_t es = dtypeSize(dtype);
+std::pair<size_t, size_t> Communicator::checkBuffers(Collective kind, const void* send, void* recv, size_t count,
+                                                     size_t es, int root, const char* name) const {
   const size_t n = static_cast<size_t>(config_.size);
   const size_t sendBytes = checkedBytes(count, kind == Collective::kReduceScatter ? n : 1, es, name);
   const size_t recvBytes = checkedBytes(count, kind == Collective::kAllGather ? n : 1, es, name);
@@ -220,45 +210,23 @@ std::shared_ptr<Request> Communicator::submit(Collective kind, const void* send,
          "means send == recv; for allgather send == recv + rank * count, for reduce_scatter "
          "recv == send + rank * count)",
          name, config_.rank);
+  return {sendBytes, recvBytes};
+}
 
-  // Where the buffers are: both host memory, or both memory of this communicator's GPU.
-  int device = -1;
-  if (config_.fakeDevice) {
-    device = 0;
-  } else if (count > 0) {
-    const int sendDevice = pointerDevice(send);
-    const int recvDevice = pointerDevice(recv);
-    if (sendDevice != recvDevice)
-      fail(RR_ERR_INVALID_ARGUMENT,
-           "{} on rank {}: the send buffer is {} and the receive buffer is {}; both must be "
-           "host memory or both memory of the same GPU",
-           name, config_.rank, where(sendDevice), where(recvDevice));
-    device = sendDevice;
-  }
-  if (stream != nullptr && !cudaBuilt() && !config_.fakeDevice)
-    fail(RR_ERR_UNSUPPORTED,
-         "{} on rank {}: a CUDA stream was given, but this build of ringreduce has no CUDA "
-         "support (stream must be NULL)",
-         name, config_.rank);
+std::shared_ptr<Request> Communicator::submit(Collective kind, const void* send, void* recv,
+                                              size_t count, rr_dtype_t dtype, rr_op_t op,
+                                              int root, void* stream, bool quiet) {
+  const char* name = collectiveName(kind);
+  if (auto e = stickyError()) throw Error(e->first, e->second);
+  const bool reduces = kind == Collective::kAllReduce || kind == Collective::kReduceScatter ||
+                       kind == Collective::kBarrier;
+  checkDtypeOp(dtype, op, reduces);
+  const auto [sendBytes, recvBytes] = checkBuffers(kind, send, recv, count, dtypeSize(dtype), root, name);
   // Device buckets are always ordered on a stream (NULL: the legacy default stream); host
-  // buckets when a stream is given, on that stream's GPU.
+  // buckets when a stream is given, on that stream's GPU (device_submit.cc).
+  const int device = bufferDevice(send, recv, count, name);
   const bool ordered = stream != nullptr || device >= 0;
-  if (ordered) {
-    int gpu = device;
-    try {
-      if (!config_.fakeDevice && stream != nullptr) {
-        const int streamGpu = streamDevice(stream);
-        if (device >= 0 && streamGpu != device)
-          fail(RR_ERR_INVALID_ARGUMENT,
-               "{} on rank {}: the buffers are memory of GPU {}, but the stream belongs to GPU {}",
-               name, config_.rank, device, streamGpu);
-        gpu = streamGpu;
-      }
-    } catch (const DeviceError& e) {
-      fail(RR_ERR_CUDA, "{} on rank {}: {}", name, config_.rank, e.what());
-    }
-    openDevice(gpu, name);
-  }
+  if (ordered) openDeviceFor(stream, device, name);
 
   auto request = std::make_shared<Request>();
   request->desc = OpDesc{0, kind, dtype, reduces ? op : RR_SUM,
@@ -279,126 +247,12 @@ std::shared_ptr<Request> Communicator::submit(Collective kind, const void* send,
     throw Error(RR_ERR_INVALID_ARGUMENT, message);
   };
   std::lock_guard<std::mutex> submitting(submitMutex_);
-  if (!ordered) {
+  if (ordered)
+    orderOnStream(*request, stream, push, name);
+  else
     push();
-  } else {
-    request->programBase = request->programEnd = programEnd_;
-    if (device >= 0) {
-      if (config_.size == 1)
-        request->programEnd += count > 0 && send != recv && kind != Collective::kBroadcast ? 1 : 0;
-      else {
-        request->deviceSchedule = scheduleFor(kind, dtype, count, root, true);
-        request->programEnd += static_cast<uint32_t>(RingSchedule(request->deviceSchedule).numUnits());
-      }
-      programEnd_ = request->programEnd;  // taken even if queueing fails: the values stay in step
-    }
-    bool pushed = false;
-    try {
-      streamOrder_->order(
-          *request, stream, device >= 0 ? std::function<void()>([&] { queueDeviceWorkFor(*request); }) : nullptr,
-          [&] {
-            push();
-            pushed = true;
-          });
-    } catch (const DeviceError& e) {
-      const std::string message = fmt::format("{} on rank {}: {}", name, config_.rank, e.what());
-      // Queued with part of its device work (or without its stream held): the device's
-      // queue is no longer in step with the passes, so everything in flight fails.
-      if (pushed) abort(message + " (the communicator is aborted: its GPU work is incomplete)");
-      throw Error(RR_ERR_CUDA, message);
-    }
-  }
   if (timeline_) timeline_->submitted(*request);
   return request;
-}
-
-void Communicator::openDevice(int ordinal, const char* name) {
-  std::lock_guard<std::mutex> lock(deviceMutex_);
-  if (device_) {
-    if (device_->ordinal() != ordinal)
-      fail(RR_ERR_INVALID_ARGUMENT,
-           "{} on rank {}: the buffers are memory of GPU {}, but this communicator works on "
-           "GPU {} (create one communicator per GPU)",
-           name, config_.rank, ordinal, device_->ordinal());
-    return;
-  }
-  try {
-    std::unique_ptr<Device> device =
-        config_.fakeDevice
-            ? openFakeDevice(config_.testHoldByHostFunction,
-                             config_.testLazyKernels ? std::max(1, config_.timeoutMs / 2) : 0,
-                             static_cast<size_t>(config_.testGpuQueueDepth), config_.gpuProgram)
-            : openCudaDevice(ordinal, config_.gpuFlagKernels, config_.gpuProgram);
-    if (engine_) engine_->attachDevice(device.get());
-    streamOrder_ = std::make_unique<StreamOrder>(*device);
-    device_ = std::move(device);
-    log_->info("device buckets and streams on {}; the caller's stream waits on the GPU by {}",
-               device_->describe(), device_->streamWait());
-  } catch (const DeviceError& e) {
-    fail(RR_ERR_CUDA, "rank {}: opening GPU {}: {}", config_.rank, ordinal, e.what());
-  }
-}
-
-Device* Communicator::prepare(Request& r) {
-  if (r.order == nullptr) return nullptr;
-  // A device bucket's work was queued at submission, behind the caller's stream: the pass
-  // makes no CUDA call. A host bucket waits here for the caller's stream.
-  if (r.device >= 0) return device_.get();
-  streamOrder_->start(r, config_.rank, config_.timeoutMs, aborted_);
-  return nullptr;
-}
-
-void Communicator::queueDeviceWorkFor(const Request& r) {
-  Device& device = *device_;
-  if (config_.size == 1) {  // every reduction is a copy (runLocal)
-    if (r.programEnd == r.programBase) return;
-    device.copy(r.recv, r.send, r.bytes, r.programEnd);
-    device.signalFlag(Device::kDone, r.programEnd);
-    return;
-  }
-  const Collective kind = r.desc.kind;
-  const RingSchedule schedule(r.deviceSchedule);
-  DeviceWork w{schedule, r.desc.dtype, r.desc.op, config_.size, r.send, r.recv,
-               engine_->devStaging(), engine_->segmentBytes(), r.programBase};
-  // An all-gather's own block goes into place first, unless the call is in place.
-  uint8_t* mine = static_cast<uint8_t*>(r.recv) + static_cast<size_t>(config_.rank) * r.bytes;
-  if (kind == Collective::kAllGather && r.desc.count > 0 && static_cast<const uint8_t*>(r.send) != mine) {
-    w.preludeFrom = r.send;
-    w.preludeTo = mine;
-    w.preludeBytes = r.bytes;
-  }
-  queueDeviceWork(w, device);
-}
-
-void Communicator::waitDevice(Device& device, const Request& r) {
-  const Clock::time_point until = Clock::now() + std::chrono::milliseconds(config_.timeoutMs);
-  while (static_cast<int32_t>(device.flag(Device::kDone) - r.programEnd) < 0) {
-    if (aborted_) fail(RR_ERR_ABORTED, "rank {}: rr_comm_abort was called", config_.rank);
-    if (Clock::now() >= until)
-      fail(RR_ERR_TIMEOUT,
-           "{} on rank {}: device work on {} has not finished within {} ms: a copy between the "
-           "buffers (it runs on the library's stream after the work queued on the caller's "
-           "stream before the call)",
-           describeOp(r.desc), config_.rank, device.describe(), config_.timeoutMs);
-    std::this_thread::yield();
-  }
-}
-
-void Communicator::abort() { abort(fmt::format("rank {}: rr_comm_abort was called", config_.rank)); }
-
-void Communicator::abort(const std::string& reason) {
-  {
-    std::lock_guard<std::mutex> lock(errorMutex_);
-    if (!error_) error_ = std::make_pair(RR_ERR_ABORTED, reason);
-  }
-  aborted_ = true;
-  if (waker_) waker_->wake();
-  queue_.wake();
-}
-
-rr_result_t Communicator::asyncError() {
-  auto e = stickyError();
-  return e ? e->first : RR_SUCCESS;
 }
 
 }  // namespace rr

@@ -10,8 +10,9 @@
 // Whichever thread drives the engine and the links holds engineMutex_, so one does at a
 // time, in submission order either way.
 //
-// communicator.cc: creation, submission and abort (any thread); progress_thread.cc: the
-// progress thread; fusion.h: what a pass carries and how the ranks agree on it.
+// communicator.cc: creation and submission (any thread); device_submit.cc: the device half
+// of a submission; progress_thread.cc: the progress thread; abort_propagation.cc: the
+// sticky first error, rr_comm_abort and the abort frames to the peers.
 //
 // Errors: invalid arguments are reported at submission without touching the network and
 // leave the communicator usable. Any failure after communication began poisons it: the
@@ -21,18 +22,21 @@
 
 #include <atomic>
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
-#include "engine/config.h"
-#include "engine/op_header.h"
-#include "engine/op_queue.h"
-#include "engine/request.h"
-#include "engine/stall_monitor.h"
+#include "engine/plan/algorithm.h"
+#include "engine/setup/config.h"
+#include "engine/run/op_header.h"
+#include "engine/run/op_queue.h"
+#include "engine/run/request.h"
+#include "engine/observe/stall_monitor.h"
 #include "transport/socket.h"
 #include "ringreduce/ringreduce.h"
 
@@ -101,8 +105,6 @@ class Communicator {
   rr_result_t asyncError();
 
  private:
-  // The smallest segment where every link prefers large frames (progress_thread.cc).
-  static constexpr size_t kLargeFrameSegmentBytes = size_t{128} << 10;
   Communicator(Config config, std::shared_ptr<spdlog::logger> log);
   void connect();
   void progressLoop();
@@ -119,6 +121,15 @@ class Communicator {
   void runPass(const std::vector<std::shared_ptr<Request>>& ops, const GroupHeader& header,
                const GroupHeader* leftHeader, Clock::time_point waitStart);
   void runLocal(const Request& r, Device* device);
+  // submit's parts: the buffers' sizes and overlap checked (sendBytes, recvBytes); and, in
+  // device_submit.cc, the GPU both buffers are on (-1: host memory), the GPU opened for an
+  // ordered submission, and the request ordered on `stream` with its device work queued
+  // (push queues it, under submitMutex_).
+  std::pair<size_t, size_t> checkBuffers(Collective kind, const void* send, void* recv, size_t count, size_t es,
+                                         int root, const char* name) const;
+  int bufferDevice(const void* send, const void* recv, size_t count, const char* name) const;
+  void openDeviceFor(void* stream, int device, const char* name);
+  void orderOnStream(Request& request, void* stream, const std::function<void()>& push, const char* name);
   // Before a request's pass: makes its GPU current and orders the pass after the caller's
   // stream (StreamOrder::start). Returns the device for a device bucket, else nullptr.
   Device* prepare(Request& r);
@@ -129,8 +140,10 @@ class Communicator {
   // Waits until the device signalled the end of r's device work (runLocal's copy).
   void waitDevice(Device& device, const Request& r);
   // The schedule of a pass (both the progress thread and, for a device bucket, the
-  // submission that queues its device work make it).
-  ScheduleParams scheduleFor(Collective kind, rr_dtype_t dtype, size_t count, int root, bool device) const;
+  // submission that queues its device work make it): planPass with this job's facts.
+  ScheduleParams scheduleFor(Collective kind, rr_dtype_t dtype, size_t count, int root, bool device) const {
+    return planPass(facts_, kind, dtype, count, root, device);
+  }
   // With submitMutex_ held: queues a device bucket's work on its GPU (StreamOrder::order).
   void queueDeviceWorkFor(const Request& r);
   void onIdle();
@@ -145,9 +158,7 @@ class Communicator {
   std::unique_ptr<EventSet> events_;  // what the progress thread sleeps on
   std::unique_ptr<Transport> transport_;
   std::vector<Fd> bootstrap_;         // the rendezvous connections (stall monitor)
-  bool largeFrames_ = false;          // every link of the job prefers large frames (bootstrap.h)
-  bool fragmentFrames_ = false;       // every link of the job prefers one-fragment frames
-  Config::Span span_ = Config::Span::kHosts;  // where the ranks are (bootstrap.h, Ring::oneHost)
+  JobFacts facts_;                    // what every rank knows alike, for planning passes
   std::unique_ptr<Link> left_;
   std::unique_ptr<Link> right_;
   std::vector<std::unique_ptr<Link>> partners_;  // recursive doubling's (n > 2)

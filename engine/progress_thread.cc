@@ -9,13 +9,13 @@
 #include <optional>
 
 #include "engine/communicator.h"
-#include "engine/fusion.h"
-#include "engine/op_header.h"
-#include "engine/phase_stats.h"
-#include "engine/progress_engine.h"
-#include "engine/stall_monitor.h"
-#include "engine/stream_order.h"
-#include "engine/timeline.h"
+#include "engine/run/fusion.h"
+#include "engine/run/op_header.h"
+#include "engine/observe/phase_stats.h"
+#include "engine/run/progress_engine.h"
+#include "engine/observe/stall_monitor.h"
+#include "engine/run/stream_order.h"
+#include "engine/observe/timeline.h"
 #include "kernels/device.h"
 #include "kernels/dtype.h"
 #include "base/error.h"
@@ -50,13 +50,6 @@ void Communicator::progressLoop() {
     }
     turn(front);
   }
-}
-
-void Communicator::sendAbortOnce() {
-  if (!aborted_ || abortSent_) return;
-  abortSent_ = true;
-  const auto e = stickyError();
-  poison(Error(e->first, e->second), queue_.lastSubmitted());
 }
 
 void Communicator::runHere(const std::shared_ptr<Request>& request) {
@@ -163,7 +156,7 @@ void Communicator::runPass(const std::vector<std::shared_ptr<Request>>& ops, con
   mine.pairLink = params.pairLink;
   mine.device = device != nullptr;
 
-  PassTimes times = engine_->run(RingSchedule(params), mine, leftHeader, send, recv, device, first.programBase);
+  PassTimes times = engine_->run(Schedule(params), mine, leftHeader, send, recv, device, first.programBase);
   times.start = waitStart;
   if (fused) fusion_->unpack(ops);
   if (timeline_) timeline_->pass(ops, times);
@@ -172,44 +165,6 @@ void Communicator::runPass(const std::vector<std::shared_ptr<Request>>& ops, con
     finish(*r, RR_SUCCESS, "");
   }
   if (phases_) phases_->record(ops, times);
-}
-
-ScheduleParams Communicator::scheduleFor(Collective kind, rr_dtype_t dtype, size_t count, int root,
-                                         bool device) const {
-  const size_t es = dtypeSize(dtype);
-  const size_t n = static_cast<size_t>(config_.size);
-  ScheduleParams params;
-  params.kind = kind == Collective::kBarrier ? Collective::kAllReduce : kind;
-  params.rank = config_.rank;
-  params.size = config_.size;
-  params.count = count;
-  params.depth = ProgressEngine::kDepth;
-  params.root = root;
-  params.algo = config_.algorithmFor(kind, count * es, device, span_, largeFrames_);
-  params.pairLink = Config::pairLinkFor(config_.size, params.algo, count * es, device);
-  // Segments: a quarter of the largest block, rounded up to 4 KiB, at least 64 KiB and at
-  // most RR_SEGMENT_BYTES; a broadcast chain is n-1 hops deep, so it cuts the whole bucket in
-  // eight. Below 64 KiB a segment costs more in frames and wake-ups than its pipelining
-  // saves (bench/RESULTS.md, "Small buckets": 64 KiB on loopback n = 2 took 45 us with 4 KiB
-  // segments, 25 us with 64 KiB; emulated 1 Gbit/s hosts were link-bound either way). Where
-  // every link of the job costs a round trip per frame (UCX's pull), at least 128 KiB
-  // (bench/RESULTS.md, "Pulls from 64 KiB"). Where every link copies frames through
-  // fragments of its own (UCX's tcp), a ring pass cuts at most one fragment's worth
-  // (Link::kFragmentFrameBytes); halving-doubling keeps its segments, which at n = 4 lost
-  // to the smaller ones (bench/RESULTS.md, "UCX's tcp: one fragment per segment").
-  const bool blocks = kind == Collective::kAllGather || kind == Collective::kReduceScatter;
-  const size_t blockBytes = blocks ? count * es : (count * es + n - 1) / n;
-  const size_t wanted = kind == Collective::kBroadcast
-                            ? count * es / 8
-                            : (blockBytes + ProgressEngine::kDepth - 1) / ProgressEngine::kDepth;
-  const size_t minSegment = largeFrames_ ? kLargeFrameSegmentBytes : size_t{64} << 10;
-  const bool oneFragment = fragmentFrames_ && params.algo == Algorithm::kRing;
-  const size_t maxSegment =
-      oneFragment ? std::min(Link::kFragmentFrameBytes, engine_->segmentBytes()) : engine_->segmentBytes();
-  const size_t segBytes =
-      std::clamp<size_t>((wanted + 4095) / 4096 * 4096, std::min(minSegment, maxSegment), maxSegment);
-  params.segElems = std::max<size_t>(1, segBytes / es);
-  return params;
 }
 
 void Communicator::runLocal(const Request& r, Device* device) {
@@ -238,29 +193,6 @@ void Communicator::finish(Request& r, rr_result_t code, std::string message) {
 
 void Communicator::onIdle() {
   if (monitor_) monitor_->poll(queue_.lastSubmitted(), stallState());
-}
-
-void Communicator::poison(const Error& error, uint64_t seq) {
-  {
-    std::lock_guard<std::mutex> lock(errorMutex_);
-    if (!error_) error_ = std::make_pair(error.code(), std::string(error.what()));
-  }
-  log_->error("{}", error.what());
-  // Forward the first failure to both neighbours and every partner (a received abort keeps
-  // its origin). The sockets stay open so that the frame is read before the connection
-  // ends; a link whose frame could not go out is closed so the peer sees the loss now, not
-  // at its timeout. Every frame is on its way before any wait, and the waits share one
-  // bound: over UCX a stopped peer whose queue is full costs the rank 100 ms, not 100 ms a
-  // link (a TCP link sends its frame in startAbort, within its own bound).
-  const auto since = std::chrono::steady_clock::now();
-  const int origin = error.origin() >= 0 ? error.origin() : config_.rank;
-  const uint64_t originSeq = error.origin() >= 0 ? error.seq() : seq;
-  for (Link* link : links()) link->startAbort(origin, error.code(), originSeq, error.reason());
-  for (Link* link : links())
-    if (!link->finishAbort(since + std::chrono::milliseconds(100))) link->shutdown();
-  // The failed collective's buffers go back to the caller next: no link may touch them.
-  for (Link* link : links()) link->beginQuiesce();
-  for (Link* link : links()) link->quiesce(since);
 }
 
 }  // namespace rr

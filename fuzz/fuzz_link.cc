@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "engine/op_header.h"
+#include "engine/run/op_header.h"
 #include "fuzz/loopback_pair.h"
 #include "base/error.h"
 #include "transport/tcp/tcp_link.h"

@@ -2,7 +2,7 @@
 // own stream gated and signalled by flags in mapped memory, and the two halves of ordering a
 // collective on the caller's stream. No CUDA types appear here; streams and events are void*.
 //
-// Ordering on the caller's stream (engine/stream_order.h uses these):
+// Ordering on the caller's stream (engine/run/stream_order.h uses these):
 //   start   captureStream records an event on the caller's stream; waitEvent makes the
 //           engine's stream wait for it (on the GPU) before a device bucket's work, queued
 //           at the same call; for a host bucket the host polls eventDone.
@@ -47,7 +47,7 @@ class Device {
   virtual void freeStaging(void* p) = 0;
 
   // A collective's device work is queued whole on the engine's stream when it is submitted
-  // (engine/device_pass.h), gated by flags: 32-bit counters in memory that both the host and
+  // (engine/run/device_pass.h), gated by flags: 32-bit counters in memory that both the host and
   // the GPU reach, compared cyclically ((int32_t)(flag - value) >= 0, as cuStreamWaitValue32's
   // GEQ). The host raises the gates (kLanded, kSent) as the links move; the engine's stream
   // raises the signals (kStaged, kDone) as its work completes; kCancel skips the kernels of

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Where the ranks are decides auto's thresholds (engine/config.h, Config::Span): 4 ranks,
+# Where the ranks are decides auto's thresholds (engine/setup/config.h, Config::Span): 4 ranks,
 # each in a network namespace this test creates (emulated hosts, 10.233.0.0/24 exists only
 # inside them), must each find that the job spans hosts (recursive doubling up to 16 KiB,
 # halving-doubling above) and all-reduce correctly across the threshold; the same 4 ranks

@@ -24,10 +24,10 @@
 #include <spdlog/sinks/null_sink.h>
 #include <spdlog/spdlog.h>
 
-#include "engine/bootstrap_wire.h"
-#include "engine/config.h"
-#include "engine/rd_schedule.h"
-#include "engine/rendezvous.h"
+#include "engine/setup/bootstrap_wire.h"
+#include "engine/setup/config.h"
+#include "engine/plan/rd_schedule.h"
+#include "engine/setup/rendezvous.h"
 #include "base/error.h"
 #include "transport/handshake.h"
 #include "base/wire.h"

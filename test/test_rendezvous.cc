@@ -16,9 +16,9 @@
 #include <spdlog/sinks/ostream_sink.h>
 #include <spdlog/spdlog.h>
 
-#include "engine/bootstrap_wire.h"
-#include "engine/config.h"
-#include "engine/rendezvous.h"
+#include "engine/setup/bootstrap_wire.h"
+#include "engine/setup/config.h"
+#include "engine/setup/rendezvous.h"
 #include "base/error.h"
 #include "transport/handshake.h"
 #include "transport/socket.h"

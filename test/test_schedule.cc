@@ -1,4 +1,4 @@
-// RingSchedule against the closed form of DESIGN.md §4, and a simulation that runs every
+// Schedule against the closed form of DESIGN.md §4, and a simulation that runs every
 // rank's schedule in memory and checks the final buffers, for n = 1..16 and the counts
 // 0, 1, n-1, n, n+1, primes, and more than one round of segments; recursive doubling's
 // units (rd_schedule.h) and halving-doubling's (hd_schedule.h) the same way for n = 2..16,
@@ -10,15 +10,16 @@
 #include <map>
 #include <vector>
 
-#include "engine/config.h"
-#include "engine/hd_schedule.h"
-#include "engine/rd_schedule.h"
-#include "engine/ring_schedule.h"
+#include "engine/plan/algorithm.h"
+#include "engine/setup/config.h"
+#include "engine/plan/hd_schedule.h"
+#include "engine/plan/rd_schedule.h"
+#include "engine/plan/schedule.h"
 #include "base/error.h"
 
 using rr::Buffer;
 using rr::Collective;
-using rr::RingSchedule;
+using rr::Schedule;
 using rr::ScheduleParams;
 using rr::Unit;
 using rr::collectiveName;
@@ -27,7 +28,7 @@ namespace {
 
 int mod(int x, int n) { return ((x % n) + n) % n; }
 
-RingSchedule make(Collective kind, int rank, int n, size_t count, size_t seg, int depth, int root = 0,
+Schedule make(Collective kind, int rank, int n, size_t count, size_t seg, int depth, int root = 0,
                   rr::Algorithm algo = rr::Algorithm::kRing, bool pairLink = false) {
   ScheduleParams p;
   p.algo = algo;
@@ -39,11 +40,11 @@ RingSchedule make(Collective kind, int rank, int n, size_t count, size_t seg, in
   p.segElems = seg;
   p.depth = depth;
   p.root = root;
-  return RingSchedule(p);
+  return Schedule(p);
 }
 
 // Which block an element offset of the full layout belongs to.
-int blockOf(const RingSchedule& s, int n, size_t offset) {
+int blockOf(const Schedule& s, int n, size_t offset) {
   for (int b = 0; b < n; ++b)
     if (offset >= s.blockBegin(b) && offset < s.blockBegin(b) + s.blockSize(b)) return b;
   return -1;
@@ -60,7 +61,7 @@ std::vector<std::vector<int64_t>> simulate(Collective kind, int n, size_t count,
                                            int depth, int root,
                                            const std::vector<std::vector<int64_t>>& input,
                                            rr::Algorithm algo = rr::Algorithm::kRing) {
-  std::vector<RingSchedule> s;
+  std::vector<Schedule> s;
   for (int r = 0; r < n; ++r) s.push_back(make(kind, r, n, count, seg, depth, root, algo));
   const size_t recvLen = kind == Collective::kAllGather ? count * n : count;
   std::vector<std::vector<int64_t>> recv(n, std::vector<int64_t>(recvLen, -999));
@@ -138,7 +139,7 @@ TEST_CASE("all-reduce steps follow the closed form") {
   for (int n = 2; n <= 16; ++n) {
     for (size_t count : countsFor(n, 3, 2)) {
       for (int r = 0; r < n; ++r) {
-        RingSchedule s = make(Collective::kAllReduce, r, n, count, 3, 2);
+        Schedule s = make(Collective::kAllReduce, r, n, count, 3, 2);
         REQUIRE(s.steps() == 2 * (n - 1));
         for (size_t k = 0; k < s.numUnits(); ++k) {
           const rr::Unit u = s.unit(k);
@@ -199,7 +200,7 @@ TEST_CASE("every collective's simulated ring gives the closed-form result") {
 TEST_CASE("all-reduce sends the bandwidth lower bound 2(n-1)/n of the bucket") {
   for (int n = 2; n <= 16; ++n) {
     const size_t count = static_cast<size_t>(n) * 1000;
-    RingSchedule s = make(Collective::kAllReduce, 0, n, count, 64, 4);
+    Schedule s = make(Collective::kAllReduce, 0, n, count, 64, 4);
     size_t sent = 0;
     for (size_t k = 0; k < s.numUnits(); ++k) sent += s.unit(k).sendCount;
     REQUIRE(sent == 2 * (static_cast<size_t>(n) - 1) * count / static_cast<size_t>(n));
@@ -222,7 +223,7 @@ TEST_CASE("a forwarding send reads exactly what the unit it depends on received"
           p.segElems = 3;
           p.depth = 4;
           p.root = n - 1;
-          const RingSchedule s(p);
+          const Schedule s(p);
           for (size_t k = 0; k < s.numUnits(); ++k) {
             const Unit u = s.unit(k);
             INFO(collectiveName(kind) << " n=" << n << " count=" << count << " rank=" << rank << " unit " << k);
@@ -252,7 +253,7 @@ TEST_CASE("recursive doubling at n = 2: one exchange of every segment, operands 
     for (size_t count : countsFor(n, seg, 4)) {
       CAPTURE(pairLink, seg, count);
       for (int r = 0; r < n; ++r) {
-        const RingSchedule s = make(Collective::kAllReduce, r, n, count, seg, 4, 0, rr::Algorithm::kRd, pairLink);
+        const Schedule s = make(Collective::kAllReduce, r, n, count, seg, 4, 0, rr::Algorithm::kRd, pairLink);
         REQUIRE(s.numUnits() == (count + seg - 1) / seg);
         REQUIRE(s.reduceEnd() == s.numUnits());
         REQUIRE(s.usesPartners() == pairLink);
@@ -296,7 +297,7 @@ struct Elem {
 std::vector<std::vector<int64_t>> simulateRd(int n, size_t count, size_t seg, bool inPlace, bool composeOp,
                                              const std::vector<std::vector<int64_t>>& input,
                                              rr::Algorithm algo = rr::Algorithm::kRd) {
-  std::vector<RingSchedule> s;
+  std::vector<Schedule> s;
   for (int r = 0; r < n; ++r) s.push_back(make(Collective::kAllReduce, r, n, count, seg, 4, 0, algo));
   const size_t units = s[0].numUnits();
   std::vector<std::vector<Elem>> recv(n, std::vector<Elem>(count));
@@ -426,7 +427,7 @@ TEST_CASE("recursive doubling's partners: log2 p exchanges, a fold pair, each li
       }
       // Every peer a unit names is a partner (halving-doubling's too).
       for (const rr::Algorithm algo : {rr::Algorithm::kRd, rr::Algorithm::kHd}) {
-        const RingSchedule s = make(Collective::kAllReduce, r, n, 7, 2, 4, 0, algo);
+        const Schedule s = make(Collective::kAllReduce, r, n, 7, 2, 4, 0, algo);
         REQUIRE(s.usesPartners());
         for (size_t k = 0; k < s.numUnits(); ++k) {
           const Unit u = s.unit(k);
@@ -458,7 +459,7 @@ TEST_CASE("halving-doubling sends the ring's 2(p-1)/p of the bucket per rank, a 
       // Exact when p divides the bucket, else off by at most an element per exchange.
       const double slack = count % static_cast<size_t>(p) == 0 ? 0.0 : 2.0 * levels;
       for (int r = 0; r < n; ++r) {
-        const RingSchedule s = make(Collective::kAllReduce, r, n, count, 37, 4, 0, rr::Algorithm::kHd);
+        const Schedule s = make(Collective::kAllReduce, r, n, count, 37, 4, 0, rr::Algorithm::kHd);
         size_t sent = 0, exchanges = 0;
         for (size_t k = 0; k < s.numUnits(); ++k) sent += s.unit(k).sendCount;
         CAPTURE(n, count, r);
@@ -488,9 +489,16 @@ TEST_CASE("recursive doubling is refused for other collectives") {
 }
 
 TEST_CASE("auto's thresholds: recursive doubling up to 64 KiB at 2 ranks, 16 KiB at 3, 32 KiB from 4 on one host, 8 KiB at 3 and 16 KiB from 4 across hosts, then halving-doubling to 16 MiB at 4, 2 MiB at 8, ...") {
-  using Span = rr::Config::Span;
-  rr::Config c;
+  using rr::Span;
+  rr::JobFacts c;
   REQUIRE(c.algo == "auto");
+  // The choice for job `c` on `span` (where every link pulls: `pulled`).
+  const auto choose = [&c](Collective kind, size_t bytes, bool device, Span span, bool pulled = false) {
+    rr::JobFacts job = c;
+    job.span = span;
+    job.pulledFrames = pulled;
+    return rr::algorithmFor(job, kind, bytes, device);
+  };
   struct Limit {
     int n;
     size_t oneHost, hosts;
@@ -502,45 +510,45 @@ TEST_CASE("auto's thresholds: recursive doubling up to 64 KiB at 2 ranks, 16 KiB
       const size_t limit = span == Span::kOneHost ? oneHost : hosts;
       CAPTURE(n, span == Span::kOneHost);
       c.size = n;
-      REQUIRE(c.algorithmFor(Collective::kAllReduce, limit, false, span) == rr::Algorithm::kRd);
-      REQUIRE(c.algorithmFor(Collective::kBarrier, 1, false, span) == rr::Algorithm::kRd);
+      REQUIRE(choose(Collective::kAllReduce, limit, false, span) == rr::Algorithm::kRd);
+      REQUIRE(choose(Collective::kBarrier, 1, false, span) == rr::Algorithm::kRd);
       // Above: halving-doubling up to 16 MiB at 4 ranks and 2 MiB at 8, 128 (n a power of
       // two from 4), else the ring.
       const bool hd = n >= 4 && (n & (n - 1)) == 0;
       const size_t hdLimit = n == 4 ? size_t{16} << 20 : size_t{2} << 20;
-      REQUIRE(c.algorithmFor(Collective::kAllReduce, limit + 1, false, span) == (hd ? rr::Algorithm::kHd : rr::Algorithm::kRing));
-      REQUIRE(c.algorithmFor(Collective::kAllReduce, hdLimit, false, span) == (hd ? rr::Algorithm::kHd : rr::Algorithm::kRing));
-      REQUIRE(c.algorithmFor(Collective::kAllReduce, hdLimit + 1, false, span) == rr::Algorithm::kRing);
+      REQUIRE(choose(Collective::kAllReduce, limit + 1, false, span) == (hd ? rr::Algorithm::kHd : rr::Algorithm::kRing));
+      REQUIRE(choose(Collective::kAllReduce, hdLimit, false, span) == (hd ? rr::Algorithm::kHd : rr::Algorithm::kRing));
+      REQUIRE(choose(Collective::kAllReduce, hdLimit + 1, false, span) == rr::Algorithm::kRing);
       // Where every link reads its peers' frames: the ring from 1 MiB at 4 ranks; 8 and
       // more as before.
       const size_t pulledLimit = n == 4 ? size_t{1} << 20 : hdLimit;
-      REQUIRE(c.algorithmFor(Collective::kAllReduce, limit, false, span, true) == rr::Algorithm::kRd);
-      REQUIRE(c.algorithmFor(Collective::kAllReduce, pulledLimit, false, span, true) == (hd ? rr::Algorithm::kHd : rr::Algorithm::kRing));
-      REQUIRE(c.algorithmFor(Collective::kAllReduce, pulledLimit + 1, false, span, true) == rr::Algorithm::kRing);
-      REQUIRE(c.algorithmFor(Collective::kAllGather, 8, false, span) == rr::Algorithm::kRing);
+      REQUIRE(choose(Collective::kAllReduce, limit, false, span, true) == rr::Algorithm::kRd);
+      REQUIRE(choose(Collective::kAllReduce, pulledLimit, false, span, true) == (hd ? rr::Algorithm::kHd : rr::Algorithm::kRing));
+      REQUIRE(choose(Collective::kAllReduce, pulledLimit + 1, false, span, true) == rr::Algorithm::kRing);
+      REQUIRE(choose(Collective::kAllGather, 8, false, span) == rr::Algorithm::kRing);
       // Device buckets take the ring at n > 2 (the device pass has no partner links).
-      REQUIRE(c.algorithmFor(Collective::kAllReduce, 8, true, span) == (n == 2 ? rr::Algorithm::kRd : rr::Algorithm::kRing));
+      REQUIRE(choose(Collective::kAllReduce, 8, true, span) == (n == 2 ? rr::Algorithm::kRd : rr::Algorithm::kRing));
       // At n = 2 recursive doubling runs on the pair's own link up to 16 KiB of a host
       // bucket; above, and for a device bucket, on the ring's links.
       const size_t pairMax = size_t{16} << 10;
-      REQUIRE(rr::Config::pairLinkFor(n, rr::Algorithm::kRd, pairMax, false) == (n == 2));
-      REQUIRE_FALSE(rr::Config::pairLinkFor(n, rr::Algorithm::kRd, pairMax + 1, false));
-      REQUIRE_FALSE(rr::Config::pairLinkFor(n, rr::Algorithm::kRd, 8, true));
-      REQUIRE_FALSE(rr::Config::pairLinkFor(n, rr::Algorithm::kRing, 8, false));
+      REQUIRE(rr::pairLinkFor(n, rr::Algorithm::kRd, pairMax, false) == (n == 2));
+      REQUIRE_FALSE(rr::pairLinkFor(n, rr::Algorithm::kRd, pairMax + 1, false));
+      REQUIRE_FALSE(rr::pairLinkFor(n, rr::Algorithm::kRd, 8, true));
+      REQUIRE_FALSE(rr::pairLinkFor(n, rr::Algorithm::kRing, 8, false));
     }
   }
   // RR_ALGO overrides the span too.
   for (Span span : {Span::kOneHost, Span::kHosts}) {
     c.size = 4;
     c.algo = "rd";
-    REQUIRE(c.algorithmFor(Collective::kAllReduce, size_t{1} << 30, false, span) == rr::Algorithm::kRd);
+    REQUIRE(choose(Collective::kAllReduce, size_t{1} << 30, false, span) == rr::Algorithm::kRd);
     c.algo = "hd";
-    REQUIRE(c.algorithmFor(Collective::kAllReduce, 8, false, span) == rr::Algorithm::kHd);
-    REQUIRE(c.algorithmFor(Collective::kAllReduce, 8, true, span) == rr::Algorithm::kRing);  // a device bucket
+    REQUIRE(choose(Collective::kAllReduce, 8, false, span) == rr::Algorithm::kHd);
+    REQUIRE(choose(Collective::kAllReduce, 8, true, span) == rr::Algorithm::kRing);  // a device bucket
     c.size = 2;
-    REQUIRE(c.algorithmFor(Collective::kAllReduce, 8, false, span) == rr::Algorithm::kRing);  // the same exchanges at n = 2
+    REQUIRE(choose(Collective::kAllReduce, 8, false, span) == rr::Algorithm::kRing);  // the same exchanges at n = 2
     c.size = 4;
     c.algo = "ring";
-    REQUIRE(c.algorithmFor(Collective::kAllReduce, 8, false, span) == rr::Algorithm::kRing);
+    REQUIRE(choose(Collective::kAllReduce, 8, false, span) == rr::Algorithm::kRing);
   }
 }

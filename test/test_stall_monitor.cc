@@ -10,7 +10,7 @@
 #include <thread>
 #include <vector>
 
-#include "engine/stall_monitor.h"
+#include "engine/observe/stall_monitor.h"
 
 namespace {
 

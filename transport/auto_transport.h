@@ -1,5 +1,5 @@
 // AutoTransport: RR_TRANSPORT=auto in a build with UCX. Rank 0 chooses the transport for
-// the whole job from what every rank published at the rendezvous (engine/bootstrap.cc,
+// the whole job from what every rank published at the rendezvous (engine/setup/bootstrap.cc,
 // jobTransport): UCX over shared memory where every rank shares one host (the same IP,
 // pid and IPC namespaces) and every rank could start UCX; TCP otherwise.
 //

@@ -22,18 +22,18 @@
 namespace rr {
 
 constexpr uint32_t kMagic = 0x52524431;  // "RRD1"
-// 2: the op header's flags carry the all-reduce's algorithm (engine/op_header.h)
+// 2: the op header's flags carry the all-reduce's algorithm (engine/run/op_header.h)
 // 3: the rendezvous's verdict carries the recursive doubling partners' endpoints, and
 //    partners connect links of their own (kPartnerLink)
 // 4: UCX neighbours' address exchange carries the process id, pid namespace and whether
 //    the rank can pull (transport/ucx/ucx_transport.cc), and the ring's "formed" reports
-//    and rank 0's answer carry the links' traits (engine/bootstrap_wire.h); builds of
+//    and rank 0's answer carry the links' traits (engine/setup/bootstrap_wire.h); builds of
 //    version 3 could not form a job with these, and now are told why at the handshake
 // 5: the links' traits carry kTraitOneHost, by which auto chooses the all-reduce's
-//    algorithm (engine/config.h): a rank of version 4 would choose by other thresholds
+//    algorithm (engine/setup/config.h): a rank of version 4 would choose by other thresholds
 // 6: a rank's arrival at the rendezvous carries its namespaces and transport, and the
-//    verdict the job's transport (engine/bootstrap_wire.h), by which RR_TRANSPORT=auto chooses
-// 7: the arrival carries the job-wide settings, which rank 0 compares (engine/config.h,
+//    verdict the job's transport (engine/setup/bootstrap_wire.h), by which RR_TRANSPORT=auto chooses
+// 7: the arrival carries the job-wide settings, which rank 0 compares (engine/setup/config.h,
 //    JobSetting); the op header's flags say whether the bucket is in GPU memory; UCX's
 //    address exchange carries each rank's proof of its process (transport/ucx/ucx_transport.cc)
 constexpr uint16_t kProtocolVersion = 7;

@@ -1,6 +1,6 @@
 // Transport: how a rank's two ring links are made, once the rendezvous has told it where
 // its right neighbour listens (DESIGN.md §5), and its links to the partners of recursive
-// doubling (engine/rd_schedule.h: log2 n of them, at n > 2).
+// doubling (engine/plan/rd_schedule.h: log2 n of them, at n > 2).
 //
 //   engine (bootstrap.cc)                          transport
 //   rendezvous with rank 0 ----------------------> listen(route): where peers reach me
