@@ -50,6 +50,7 @@ void Communicator::poison(const Error& error, uint64_t seq) {
     if (!error_) error_ = std::make_pair(error.code(), std::string(error.what()));
   }
   log_->error("{}", error.what());
+  if (monitor_) monitor_->quiet();
   // Forward the first failure to both neighbours and every partner (a received abort keeps
   // its origin). The sockets stay open so that the frame is read before the connection
   // ends; a link whose frame could not go out is closed so the peer sees the loss now, not

@@ -34,7 +34,9 @@ void Communicator::progressLoop() {
     else if (!engine.try_lock())
       continue;
     sendAbortOnce();
-    if (monitor_) monitor_->poll(queue_.lastSubmitted(), StallState{});
+    // The engine's stall: nothing after a pass that completed; after one that failed, where
+    // it failed (rank 0 still answers other ranks' questions with it).
+    if (monitor_) monitor_->poll(queue_.lastSubmitted(), engine_ ? stallState() : StallState{});
     front = queue_.peek();  // what a caller left (it may have run the one seen)
     if (!front) {
       if (queue_.closed()) return;

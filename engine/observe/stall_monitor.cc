@@ -232,7 +232,7 @@ StallCause StallMonitor::explain(uint64_t lastSubmitted, const StallState& own,
 
 void StallMonitor::warn(const StallState& own, uint64_t ownLastSubmitted) {
   const auto now = Clock::now();
-  if (now - lastWarn_ < warn_) return;
+  if (quiet_ || now - lastWarn_ < warn_) return;
   // The oldest op some rank has been stalled in for longer than the period.
   const StallState* worst = nullptr;
   for (int r = 0; r < size_; ++r) {

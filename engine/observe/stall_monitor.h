@@ -81,6 +81,9 @@ class StallMonitor {
   // neighbour's abort that comes first ends the wait); no answer by then says so.
   StallCause explain(uint64_t lastSubmitted, const StallState& own, std::chrono::milliseconds limit,
                      const std::function<void()>& meanwhile = {});
+  // The communicator failed: no more stall warnings (its error says it); questions are
+  // still answered, with the stall it failed in.
+  void quiet() { quiet_ = true; }
 
  private:
   struct Status {
@@ -103,6 +106,7 @@ class StallMonitor {
   std::chrono::milliseconds overdue_;  // two beats missed: the suspect where a chain of waits ends
   spdlog::logger& log_;
   uint64_t reported_ = 0;
+  bool quiet_ = false;
   Clock::time_point lastReport_{};
   Clock::time_point lastWarn_{};
   std::vector<Status> status_;                 // rank 0: per rank (its own at index 0)

@@ -87,10 +87,13 @@ uint32_t agreeOnRing(const Config& c, Ring& ring, const std::optional<Error>& ow
   }
   // Every rank's report (a rank that failed sends it at once; with a failure of its own,
   // rank 0 waits only a second for the others). The verdict is the most telling failure:
-  // a configuration or secret error before a lost or refused connection, which is often
-  // only its consequence; among equals, the lowest rank's.
+  // a configuration or secret error, then a broken protocol or a failed system call, before
+  // a lost, refused or timed-out connection, which is often only their consequence; among
+  // equals, the lowest rank's.
   auto weight = [](rr_result_t code) {
-    return code == RR_ERR_INVALID_ARGUMENT || code == RR_ERR_AUTH ? 2 : code == RR_SUCCESS ? 0 : 1;
+    if (code == RR_ERR_INVALID_ARGUMENT || code == RR_ERR_AUTH) return 3;
+    if (code == RR_ERR_SYSTEM || code == RR_ERR_INTERNAL) return 2;
+    return code == RR_SUCCESS ? 0 : 1;
   };
   std::optional<Error> first = own;
   uint32_t all = mine;
