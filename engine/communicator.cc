@@ -14,7 +14,8 @@
 
 #include "engine/setup/bootstrap.h"
 #include "engine/run/device_pass.h"
-#include "engine/run/fusion.h"
+#include "engine/run/agreement.h"
+#include "engine/run/fusion_group.h"
 #include "engine/run/op_header.h"
 #include "engine/observe/phase_stats.h"
 #include "engine/run/progress_engine.h"
@@ -103,11 +104,13 @@ Communicator::~Communicator() {
   const auto farewellUntil = std::chrono::steady_clock::now() + Link::kFarewellBound;
   for (Link* link : links()) link->finishFarewell(farewellUntil);
   for (Link* link : links()) link->shutdown();
-  // The links go before the engine: a transport that moves bytes on its own (UCX) may hold
-  // requests on the engine's staging until they are closed.
+  // The links go before the engine and the agreement: a transport that moves bytes on its
+  // own (UCX) may hold requests on the engine's staging and the agreement's header receives
+  // until they are closed.
   left_.reset();
   right_.reset();
   partners_.clear();
+  agreement_.reset();
   engine_.reset();
   streamOrder_.reset();
   device_.reset();
@@ -158,12 +161,13 @@ void Communicator::connect() {
                "ring passes cut segments of at most {} KiB (RR_SEGMENT_BYTES {} KiB)",
                Link::kFragmentFrameBytes >> 10, config_.segmentBytes >> 10);
   waker_ = std::make_unique<Waker>(*events_);
-  std::vector<PartnerLink> partners;
-  for (const auto& p : partners_) partners.push_back(PartnerLink{p->peerRank(), p.get(), false});
-  engine_ = std::make_unique<ProgressEngine>(config_.rank, config_.size, left_.get(),
-                                             right_.get(), std::move(partners), *events_, config_.segmentBytes,
-                                             config_.timeoutMs, std::chrono::microseconds(config_.spinUs),
-                                             [this] { onIdle(); }, &aborted_);
+  std::vector<Link*> partners;
+  for (const auto& p : partners_) partners.push_back(p.get());
+  agreement_ = std::make_unique<Agreement>(config_.rank, config_.size, *left_, *right_, std::move(partners),
+                                           *events_, config_.timeoutMs);
+  engine_ = std::make_unique<ProgressEngine>(*agreement_, *events_, config_.segmentBytes, config_.timeoutMs,
+                                             std::chrono::microseconds(config_.spinUs), [this] { onIdle(); },
+                                             &aborted_);
   engine_->setTestPause(config_.testPauseAfterSendsMs);
   monitor_ = std::make_unique<StallMonitor>(config_.rank, config_.size, &bootstrap_,
                                             config_.stallWarnS, *log_);

@@ -46,6 +46,7 @@ class logger;
 
 namespace rr {
 
+class Agreement;
 class Device;
 class Error;
 class EventSet;
@@ -177,6 +178,7 @@ class Communicator {
   std::mutex submitMutex_;
   uint32_t programEnd_ = 0;
   std::unique_ptr<StreamOrder> streamOrder_;
+  std::unique_ptr<Agreement> agreement_;  // the exchange that guards every pass (agreement.h)
   std::unique_ptr<ProgressEngine> engine_;
   std::unique_ptr<StallMonitor> monitor_;
   std::unique_ptr<Timeline> timeline_;

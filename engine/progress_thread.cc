@@ -1,5 +1,6 @@
 // The progress thread: takes collectives from the queue in submission order, agrees with
-// the other ranks what each pass carries (fusion.h), runs the pass (ProgressEngine), and
+// the other ranks what each pass carries (engine/run/fusion_agreement.h), runs the pass
+// (ProgressEngine), and
 // completes the requests; on a failure, poisons the communicator (communicator.h).
 #include <spdlog/spdlog.h>
 
@@ -9,7 +10,8 @@
 #include <optional>
 
 #include "engine/communicator.h"
-#include "engine/run/fusion.h"
+#include "engine/run/fusion_agreement.h"
+#include "engine/run/fusion_group.h"
 #include "engine/run/op_header.h"
 #include "engine/observe/phase_stats.h"
 #include "engine/run/progress_engine.h"
@@ -98,34 +100,12 @@ void Communicator::runNext(const std::shared_ptr<Request>& front) {
     finish(*ops[0], RR_SUCCESS, "");
     return;
   }
-  // What this rank could fuse with the front; with one collective (the usual case for a
-  // blocking call) the pass starts at once, its header travelling with its data.
-  const size_t fusible = config_.fusionBytes > 0 ? queue_.fusible(config_.fusionBytes, GroupHeader::kMaxOps) : 1;
-  if (fusible <= 1) {
-    inFlight_ = queue_.pop(1);
-    runPass(inFlight_, passHeader(inFlight_, 1), nullptr, waitStart);
-    return;
-  }
-  if (config_.rank == 0) {
-    // Propose fusing; what comes back is what every rank has queued, or the header of a
-    // rank that started the front alone (it had only that one): then so does this rank.
-    std::optional<GroupHeader> left;
-    const size_t count = proposeFusion(*engine_, queue_, *front, fusible, left);
-    inFlight_ = queue_.pop(count);
-    runPass(inFlight_, passHeader(inFlight_, inFlight_.size()), left ? &*left : nullptr, waitStart);
-    return;
-  }
-  const ProgressEngine::Heard heard = receiveDecision(*engine_, queue_, front->desc, config_.rank, config_.fusionBytes);
-  const GroupHeader& h = heard.header;
-  const size_t have = queue_.matching(h);
-  if (h.proposal || have < h.numOps) {
-    inFlight_ = queue_.pop(have + 1);  // the first that differs is the one to name
-    fail(RR_ERR_MISMATCH, "{}",
-         mismatchText(heard.from, h.opAt(have), config_.rank, have < inFlight_.size() ? inFlight_[have]->desc : front->desc));
-  }
-  inFlight_ = queue_.pop(h.numOps);
-  // A partner's header (recursive doubling) stays with the engine, which checks it.
-  runPass(inFlight_, h, heard.fromLeft ? &h : nullptr, waitStart);
+  // What the pass carries (engine/run/fusion_agreement.h): the front alone, or a fused
+  // group every rank has queued; a peer's decision is the pass's header.
+  const PassDecision d = decidePass(*agreement_, queue_, engine_->waits(), config_.fusionBytes);
+  inFlight_ = queue_.pop(d.count);
+  runPass(inFlight_, d.header ? *d.header : passHeader(inFlight_, inFlight_.size()), d.left ? &*d.left : nullptr,
+          waitStart);
 }
 
 void Communicator::runPass(const std::vector<std::shared_ptr<Request>>& ops, const GroupHeader& h,

@@ -16,7 +16,8 @@
 #   tsan    ThreadSanitizer build: unit, integration, faults in quick mode (the collectives'
 #           largest count 20011), without the "heavy" run (collectives n=5: minutes here),
 #           the 128-rank job, the 36-run SIGSTOP repeat and the 'variant' runs
-#   fuzz    libFuzzer targets built with clang, each run for $FUZZ_SECONDS (default 60)
+#   fuzz    libFuzzer targets built with clang (the handshake, the link's frames, the pass
+#           agreement), each run for $FUZZ_SECONDS (default 60), side by side
 # With no parts, all four run. The last line is "N passed, N failed" over every part.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -157,19 +158,19 @@ case "$what" in
           export CC=clang CXX=clang++
           # clang 14 has no _Float16 on x86, so only the fuzz targets are built with it
           build "$prefix-fuzz" -Dfuzz=true -Dtests=false -Dcuda=disabled -- \
-            fuzz/fuzz_handshake fuzz/fuzz_link || { unset CC CXX; continue; }
+            fuzz/fuzz_handshake fuzz/fuzz_link fuzz/fuzz_agreement || { unset CC CXX; continue; }
           unset CC CXX
-          # The two targets side by side: each is one process on one core, as it was alone.
+          # The targets side by side (each one process; three on two cores).
           start=$(date +%s)
           declare -A fuzzing=() corpora=()
-          for target in handshake link; do
+          for target in handshake link agreement; do
             corpora[$target]=$(mktemp -d)
             cp fuzz/corpus/$target/* "${corpora[$target]}/"
             "$prefix-fuzz/fuzz/fuzz_$target" -max_total_time="${FUZZ_SECONDS:-60}" -timeout=10 \
               -rss_limit_mb=2048 "${corpora[$target]}" >"$prefix-fuzz/fuzz_$target.log" 2>&1 &
             fuzzing[$target]=$!
           done
-          for target in handshake link; do
+          for target in handshake link agreement; do
             if wait "${fuzzing[$target]}"; then
               passed=$((passed + 1))
               echo "  fuzz_$target: $(grep -o 'Done [0-9]* runs' "$prefix-fuzz/fuzz_$target.log" | tail -1), no crash"
@@ -179,7 +180,7 @@ case "$what" in
             fi
             rm -rf "${corpora[$target]}"
           done
-          echo "== fuzz_handshake and fuzz_link side by side: $(( $(date +%s) - start )) s"
+          echo "== fuzz_handshake, fuzz_link and fuzz_agreement side by side: $(( $(date +%s) - start )) s"
           ;;
         *)
           echo "unknown test part '$part' (plain, asan, tsan, fuzz)" >&2

@@ -35,6 +35,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/observe/stall_state.h"
 #include "engine/run/request.h"
 #include "transport/socket.h"
 
@@ -43,27 +44,6 @@ class logger;
 }
 
 namespace rr {
-
-enum class WaitingOn : uint8_t { kNothing, kLeft, kRight, kDevice };
-
-// What a rank's progress thread is stalled on now.
-struct StallState {
-  uint64_t seq = 0;  // the collective it is in (0: none)
-  Collective kind = Collective::kAllReduce;
-  uint64_t bytes = 0;
-  WaitingOn on = WaitingOn::kNothing;
-  Clock::time_point since{};  // the last progress
-  int gpu = -1;
-  // The rank it waits for: a recursive doubling or halving-doubling partner, or a ring
-  // neighbour; -1: the neighbour `on` names (left or right).
-  int peer = -1;
-};
-
-// The cause of a stall as rank 0 names it, for a timeout's message.
-struct StallCause {
-  std::string text;       // who holds the job up; "" where rank 0 cannot tell
-  bool answered = true;   // false: rank 0 did not answer in time, and `text` says only that
-};
 
 class StallMonitor {
  public:

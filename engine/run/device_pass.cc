@@ -99,8 +99,9 @@ bool DevicePass::postSends(PassCounters& c) {
       if (!signalled(Device::kStaged, k)) break;
       from = slots_.send(k);
     }
-    if (u.sendFrom != Buffer::kNone) right_.postSend(from, u.sendCount * es_, FrameType::kData);
-    noteSend(k, right_);
+    Link& link = gates_.sendLink(u);  // the ring's right link: a device pass has no partners
+    if (u.sendFrom != Buffer::kNone) link.postSend(from, u.sendCount * es_, FrameType::kData);
+    noteSend(k, link);
     ++c.sendPosted;
     moved = true;
   }
@@ -116,8 +117,10 @@ bool DevicePass::postRecvs(PassCounters& c) {
     // (or earlier, for a broadcast chain).
     if (k + depth >= PassShape::kInSlots && c.sendDone <= k + depth - PassShape::kInSlots) break;
     const Unit u = s_.unit(k);
-    if (u.recvInto != Buffer::kNone) left_.postRecv(slots_.in(k), u.recvCount * es_, FrameType::kData);
-    noteRecv(k, left_, u);
+    Link* link = gates_.recvLink(u);  // the ring's left link, once its header was checked
+    if (link == nullptr) break;
+    if (u.recvInto != Buffer::kNone) link->postRecv(slots_.in(k), u.recvCount * es_, FrameType::kData);
+    noteRecv(k, *link, u);
     ++c.recvPosted;
     moved = true;
   }

@@ -10,7 +10,7 @@ bool HostPass::postSends(PassCounters& c) {
   while (c.sendPosted < s_.numUnits() && c.sendPosted - c.sendDone < PassShape::kInSlots) {
     const Unit u = s_.unit(c.sendPosted);
     if (u.dependsOn >= 0 && c.recvDone <= static_cast<size_t>(u.dependsOn)) break;
-    Link& link = sendLinkAfterHeader(u);
+    Link& link = gates_.sendLink(u);
     if (u.sendFrom != Buffer::kNone) {
       const uint8_t* from = u.sendFrom == Buffer::kSend   ? send_ + u.sendOffset * es_
                             : u.sendFrom == Buffer::kRecv ? recv_ + u.sendOffset * es_
@@ -34,7 +34,7 @@ bool HostPass::postRecvs(PassCounters& c) {
     if (u.recvInto == Buffer::kStage && k + depth >= PassShape::kOutSlots &&
         c.sendDone <= k + depth - PassShape::kOutSlots)
       break;
-    Link* link = recvLinkIfAllowed(u);
+    Link* link = gates_.recvLink(u);
     if (link == nullptr) break;
     if (u.recvInto != Buffer::kNone) {
       uint8_t* into = u.reduce ? inSlot(k) : recv_ + u.recvOffset * es_;

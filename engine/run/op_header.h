@@ -18,7 +18,7 @@
 // sends a proposal of the all-reduces it could fuse; each rank cuts it down to those it has
 // queued itself and forwards it; what comes back to rank 0 is queued everywhere, and that is
 // what the pass then carries. A rank with one collective queued does not wait for that: it
-// starts it alone, and a proposal that reaches it ends there (fusion.h).
+// starts it alone, and a proposal that reaches it ends there (fusion_agreement.h).
 #pragma once
 
 #include <array>

@@ -92,6 +92,12 @@ size_t OpQueue::matching(const GroupHeader& header) const {
   return n;
 }
 
+std::optional<OpDesc> OpQueue::descAt(size_t i) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (i >= queue_.size()) return std::nullopt;
+  return queue_[i]->desc;
+}
+
 std::vector<std::shared_ptr<Request>> OpQueue::pop(size_t count) {
   std::lock_guard<std::mutex> lock(mutex_);
   std::vector<std::shared_ptr<Request>> out;

@@ -10,6 +10,7 @@
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <vector>
 
 #include "engine/run/op_header.h"
@@ -40,6 +41,8 @@ class OpQueue {
   // How many requests from the front match the header's collectives, in order (for a
   // proposal: cut, as fusible cuts, where this rank cannot fuse).
   size_t matching(const GroupHeader& header) const;
+  // The i-th request from the front's collective, if that many are queued.
+  std::optional<OpDesc> descAt(size_t i) const;
   std::vector<std::shared_ptr<Request>> pop(size_t count);
   // Makes a waiting front() return now (an abort).
   void wake();

@@ -3,7 +3,8 @@
 // schedule's sends and receives and completes them: HostPass (host_pass.h) for host memory,
 // DevicePass (device_pass.h) for a GPU's memory through pinned staging.
 //
-// Progress is four monotone counters over unit numbers (STYLE.md §4), kept by the engine:
+// Progress is four monotone counters over unit numbers, kept by the engine (docs/design.md,
+// "Pipelines"):
 //
 //   recvPosted >= recvDone          receives queued on their link / received and reduced
 //   sendPosted >= sendDone          sends queued on their link / taken by the transport
@@ -12,27 +13,23 @@
 //   a receive k is posted while k < recvDone + kInSlots     (its staging slot is free)
 //
 // A unit's link is the right neighbour's for its send and the left's for its receive, or,
-// for recursive doubling and halving-doubling at n > 2, its partner's link both ways
+// for recursive doubling and halving-doubling with partners, its partner's link both ways
 // (Unit::peer); units are posted and completed in unit order whatever their links (each
-// link keeps its own order).
-// A partner's data is received only once its op header of this pass has been checked.
+// link keeps its own order). Which link, and when a peer's data may be received (once its
+// op header has been checked), is the Agreement's to say (agreement.h): a pass asks it.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
-#include <span>
 #include <string>
 
 #include "engine/plan/schedule.h"
+#include "engine/run/agreement.h"
 #include "kernels/dtype.h"
 #include "base/error.h"
 #include "transport/link.h"
 
 namespace rr {
-
-struct PassCounters {
-  size_t recvPosted = 0, recvDone = 0, sendPosted = 0, sendDone = 0;
-};
 
 // The pipeline's shape, shared by both kinds of pass.
 struct PassShape {
@@ -42,25 +39,11 @@ struct PassShape {
   static constexpr size_t kRing = 64;               // units tracked in flight, > kInSlots, depth
 };
 
-// A recursive doubling partner's link (n > 2), and this pass's op headers on it: this
-// rank's goes out right ahead of its first data for the partner (one arrival there, not
-// two), and the partner's must have been checked before any of its data is received.
-struct PartnerLink {
-  int rank = -1;
-  Link* link = nullptr;
-  bool headerChecked = false;  // set by the engine
-  uint64_t headerSent = 0;     // the link's send count once this rank's header was posted; 0: not yet
-};
-
-// What a pass works on: the schedule, the links, the bucket and the staging slots.
+// What a pass works on: the schedule, the agreement whose gates give its links, the bucket
+// and the staging slots.
 struct PassArgs {
   const Schedule& schedule;
-  Link& left;
-  Link& right;
-  std::span<PartnerLink> partners;  // empty unless the schedule uses partners
-  const uint8_t* header = nullptr;  // this rank's op header of the pass, encoded, for partners:
-  size_t headerBytes = 0;           // its fixed frame,
-  size_t headerRestBytes = 0;       // and the counts of a fused pass (0: none)
+  Agreement& gates;
   rr_dtype_t dtype;
   rr_op_t op;
   int size;           // ranks (RR_AVG divides by it)
@@ -74,12 +57,7 @@ class Pass {
  public:
   explicit Pass(const PassArgs& a)
       : s_(a.schedule),
-        left_(a.left),
-        right_(a.right),
-        partners_(a.partners),
-        header_(a.header),
-        headerBytes_(a.headerBytes),
-        headerRestBytes_(a.headerRestBytes),
+        gates_(a.gates),
         dtype_(a.dtype),
         op_(a.op),
         size_(a.size),
@@ -105,19 +83,6 @@ class Pass {
     }
     return moved;
   }
-  // Posts this rank's header to partner `p` (once per pass; ahead of the first data for it).
-  void postPartnerHeader(PartnerLink& p) const {
-    if (p.headerSent != 0) return;
-    p.link->postSend(header_, headerBytes_, FrameType::kOpHeader);
-    if (headerRestBytes_ > 0) p.link->postSend(header_ + headerBytes_, headerRestBytes_, FrameType::kOpHeader);
-    p.headerSent = p.link->sendsPosted();
-  }
-  // Before this rank waits for unit `u`'s data from a partner, that partner has this rank's
-  // header (it may be waiting for a fusion decision: the fold's receiving rank takes data
-  // before it sends any).
-  void postHeaderBeforeWaiting(const Unit& u) const {
-    if (u.peer >= 0 && u.recvInto != Buffer::kNone) postPartnerHeader(partner(u.peer));
-  }
   // Work the pass waits for that no fd announces (device work): the engine polls instead
   // of sleeping while this is true.
   virtual bool devicePending(const PassCounters&) { return false; }
@@ -125,28 +90,13 @@ class Pass {
   virtual std::string stalledOnDevice(const PassCounters&) { return ""; }
 
  protected:
-  // The link of a unit's send, with this rank's header posted ahead of the first data
-  // for a partner (postPartnerHeader).
-  Link& sendLinkAfterHeader(const Unit& u) const {
-    if (u.peer < 0) return right_;
-    PartnerLink& p = partner(u.peer);
-    postPartnerHeader(p);
-    return *p.link;
-  }
-  // The link of a unit's receive, or nullptr while it may not be posted (a partner's data
-  // only after its header was checked).
-  Link* recvLinkIfAllowed(const Unit& u) const {
-    if (u.peer < 0) return &left_;
-    const PartnerLink& p = partner(u.peer);
-    return p.headerChecked ? p.link : nullptr;
-  }
   // Unit k's send (receive) is posted on `link`: it is done once the link's count passes.
   void noteSend(size_t k, Link& link) {
     sendLink_[k % PassShape::kRing] = &link;
     sendMsgAfter_[k % PassShape::kRing] = link.sendsPosted();
   }
   // A unit that receives nothing has landed at once: the link may hold a receive posted
-  // for later (a header, progress_engine.h) that it must not wait for.
+  // for later (a header, agreement.h) that it must not wait for.
   void noteRecv(size_t k, Link& link, const Unit& u) {
     recvLink_[k % PassShape::kRing] = &link;
     recvMsgAfter_[k % PassShape::kRing] = u.recvInto != Buffer::kNone ? link.recvsPosted() : 0;
@@ -154,23 +104,13 @@ class Pass {
   bool recvLanded(size_t k) const {
     return recvLink_[k % PassShape::kRing]->recvsDone() >= recvMsgAfter_[k % PassShape::kRing];
   }
-  PartnerLink& partner(int rank) const {
-    for (PartnerLink& p : partners_)
-      if (p.rank == rank) return p;
-    fail(RR_ERR_INTERNAL, "a unit names rank {}, which is not a partner of this rank", rank);
-  }
   uint8_t* inSlot(size_t unit) const { return staging_ + (unit % PassShape::kInSlots) * segmentBytes_; }
   uint8_t* outSlot(size_t unit) const {
     return staging_ + (PassShape::kInSlots + unit % PassShape::kOutSlots) * segmentBytes_;
   }
 
   const Schedule& s_;
-  Link& left_;
-  Link& right_;
-  std::span<PartnerLink> partners_;
-  const uint8_t* header_;
-  size_t headerBytes_;
-  size_t headerRestBytes_;
+  Agreement& gates_;
   rr_dtype_t dtype_;
   rr_op_t op_;
   int size_;
