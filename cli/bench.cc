@@ -143,134 +143,184 @@ size_t benchBytesPerRank(const BenchOptions& o) {
   return (o.check ? 5 : 2) * o.maxBytes;
 }
 
-int runBench(const BenchOptions& o) {
-  rr_comm_t comm = nullptr;
-  if (rr_result_t rc = rr_comm_init_from_env(&comm); rc != RR_SUCCESS) die("rr_comm_init_from_env", rc);
-  int rank = 0, n = 1;
-  rr_comm_rank(comm, &rank);
-  rr_comm_size(comm, &n);
-  const size_t es = dtypeSize(o.dtype);
-  const Shape biggest = shapeOf(o.collective, o.maxBytes / es, n);
-  Buffer send, recv, want, tmp;
-  try {
-    send = allocate(biggest.sendCount * es);
-    recv = allocate(std::max(biggest.recvCount, biggest.sendCount) * es);
-    if (o.check) {
-      want = allocate(std::max(biggest.recvCount, biggest.sendCount) * es);
-      tmp = allocate(2 * biggest.sendCount * es);
-    }
-  } catch (const std::bad_alloc&) {
-    std::fprintf(stderr, "ringreduce bench: rank %d cannot allocate %zu bytes for --maxbytes %zu\n",
-                 rank, benchBytesPerRank(o), o.maxBytes);
-    std::exit(1);
+namespace {
+
+// One rank's run of the benchmark: its buffers (and GPU buffers with --device), then each
+// size checked and timed, rank 0 printing the rows.
+class Bench {
+ public:
+  explicit Bench(const BenchOptions& o) : o_(o), es_(dtypeSize(o.dtype)) {
+    if (rr_result_t rc = rr_comm_init_from_env(&comm_); rc != RR_SUCCESS) die("rr_comm_init_from_env", rc);
+    rr_comm_rank(comm_, &rank_);
+    rr_comm_size(comm_, &n_);
+    reduces_ = o.collective == "allreduce" || o.collective == "reduce_scatter";
+    table_ = o.format == "table";
+    allocateBuffers();
   }
-  // --device: the collective runs on GPU buffers; inputs and results go through host copies.
-  uint8_t* gpuSend = nullptr;
-  uint8_t* gpuRecv = nullptr;
-  int gpu = -1;
-  if (o.device) {
+  ~Bench() {
+    rr_comm_destroy(comm_);
+    if (o_.device) {
+      deviceFree(gpuSend_);
+      deviceFree(gpuRecv_);
+    }
+  }
+  Bench(const Bench&) = delete;
+  Bench& operator=(const Bench&) = delete;
+
+  int run() {
+    printHeader();
+    size_t lastSize = SIZE_MAX;
+    for (size_t bytes = o_.minBytes; bytes <= o_.maxBytes;
+         bytes = std::max(bytes + 1, static_cast<size_t>(static_cast<double>(bytes) * o_.stepFactor))) {
+      const Shape s = shapeOf(o_.collective, bytes / es_, n_);
+      const size_t sizeBytes = std::max(s.sendCount, s.recvCount) * es_;
+      // Sizes that round to one count (below an element, or a step factor near 1) are one row.
+      if (sizeBytes == lastSize) continue;
+      lastSize = sizeBytes;
+      const uint64_t wrong = o_.check ? check(s) : 0;
+      row(s, sizeBytes, time(s), wrong);
+    }
+    printSummary();
+    return totalWrong_ == 0 ? 0 : 1;
+  }
+
+ private:
+  void allocateBuffers() {
+    const Shape biggest = shapeOf(o_.collective, o_.maxBytes / es_, n_);
+    const size_t recvBytes = std::max(biggest.recvCount, biggest.sendCount) * es_;
     try {
-      gpu = pickDevice();
-      gpuSend = static_cast<uint8_t*>(deviceAlloc(biggest.sendCount * es, gpu));
-      gpuRecv = static_cast<uint8_t*>(deviceAlloc(std::max(biggest.recvCount, biggest.sendCount) * es, gpu));
-    } catch (const std::exception& e) {
-      std::fprintf(stderr, "ringreduce bench: --device on rank %d: %s\n", rank, e.what());
+      send_ = allocate(biggest.sendCount * es_);
+      recv_ = allocate(recvBytes);
+      if (o_.check) {
+        want_ = allocate(recvBytes);
+        tmp_ = allocate(2 * biggest.sendCount * es_);
+      }
+    } catch (const std::bad_alloc&) {
+      std::fprintf(stderr, "ringreduce bench: rank %d cannot allocate %zu bytes for --maxbytes %zu\n", rank_,
+                   benchBytesPerRank(o_), o_.maxBytes);
       std::exit(1);
     }
-  }
-  uint8_t* sendBuf = o.device ? gpuSend : send.get();
-  uint8_t* recvBuf = o.device ? gpuRecv : recv.get();
-  const bool reduces = o.collective == "allreduce" || o.collective == "reduce_scatter";
-  const bool table = o.format == "table";
-  if (rank == 0 && table) {
-    std::printf("# ringreduce bench: %s, %d ranks, dtype %s, op %s, iters %d, warmup %d, check %s, buffers %s\n",
-                o.collective.c_str(), n, dtypeName(o.dtype), reduces ? opName(o.op) : "none",
-                o.iters, o.warmup, o.check ? "on" : "off",
-                o.device ? fmt::format("GPU {} ({}, CUDA kernels)", gpu, deviceName(gpu)).c_str()
-                         : fmt::format("host (reducer {})", isaName(bestIsa())).c_str());
-    std::printf("#\n#%12s %14s %8s %6s %6s %10s %8s %8s %7s\n", "size", "count", "type", "redop",
-                "root", "time", "algbw", "busbw", "#wrong");
-    std::printf("#%12s %14s %8s %6s %6s %10s %8s %8s %7s\n", "(B)", "(elements)", "", "", "",
-                "(us)", "(GB/s)", "(GB/s)", "");
-    std::fflush(stdout);
-  }
-  nlohmann::json results = nlohmann::json::array();
-  double busSum = 0;
-  int rows = 0;
-  uint64_t totalWrong = 0;
-  size_t lastSize = SIZE_MAX;
-  for (size_t bytes = o.minBytes; bytes <= o.maxBytes;
-       bytes = std::max(bytes + 1, static_cast<size_t>(static_cast<double>(bytes) * o.stepFactor))) {
-    const Shape s = shapeOf(o.collective, bytes / es, n);
-    const size_t sizeBytes = std::max(s.sendCount, s.recvCount) * es;
-    // Sizes that round to one count (below an element, or a step factor near 1) are one row.
-    if (sizeBytes == lastSize) continue;
-    lastSize = sizeBytes;
-    uint64_t wrong = 0;
-    if (o.check) {
-      fill(send.get(), s.sendCount, o.dtype, rank, o.op);
-      if (o.collective == "broadcast") fill(recv.get(), s.recvCount, o.dtype, rank, o.op);
+    // --device: the collective runs on GPU buffers; inputs and results go through host copies.
+    if (o_.device) {
       try {
-        if (o.device) {
-          copyToDevice(gpuSend, send.get(), s.sendCount * es);
-          copyToDevice(gpuRecv, recv.get(), std::max(s.sendCount, s.recvCount) * es);
-        }
-        if (rr_result_t rc = call(comm, o, s, sendBuf, recvBuf); rc != RR_SUCCESS) die(o.collective.c_str(), rc);
-        if (o.device) copyToHost(recv.get(), gpuRecv, s.recvCount * es);
-      } catch (const std::runtime_error& e) {
-        std::fprintf(stderr, "ringreduce bench: --device on rank %d: %s\n", rank, e.what());
+        gpu_ = pickDevice();
+        gpuSend_ = static_cast<uint8_t*>(deviceAlloc(biggest.sendCount * es_, gpu_));
+        gpuRecv_ = static_cast<uint8_t*>(deviceAlloc(recvBytes, gpu_));
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "ringreduce bench: --device on rank %d: %s\n", rank_, e.what());
         std::exit(1);
       }
-      expected(o, s, rank, n, want.get(), tmp.get());
-      wrong = countWrong(recv.get(), want.get(), s.recvCount, o.dtype, reduces ? o.op : RR_SUM);
-      if (rr_result_t rc = rr_allreduce(comm, &wrong, &wrong, 1, RR_UINT64, RR_SUM, nullptr); rc != RR_SUCCESS) die("check", rc);
-      totalWrong += wrong;
     }
-    for (int i = 0; i < o.warmup; ++i)
-      if (rr_result_t rc = call(comm, o, s, sendBuf, recvBuf); rc != RR_SUCCESS) die(o.collective.c_str(), rc);
-    if (rr_result_t rc = rr_barrier(comm); rc != RR_SUCCESS) die("rr_barrier", rc);
-    auto t0 = std::chrono::steady_clock::now();
-    for (int i = 0; i < o.iters; ++i)
-      if (rr_result_t rc = call(comm, o, s, sendBuf, recvBuf); rc != RR_SUCCESS) die(o.collective.c_str(), rc);
+    sendBuf_ = o_.device ? gpuSend_ : send_.get();
+    recvBuf_ = o_.device ? gpuRecv_ : recv_.get();
+  }
+
+  void printHeader() const {
+    if (rank_ != 0 || !table_) return;
+    std::printf("# ringreduce bench: %s, %d ranks, dtype %s, op %s, iters %d, warmup %d, check %s, buffers %s\n",
+                o_.collective.c_str(), n_, dtypeName(o_.dtype), reduces_ ? opName(o_.op) : "none", o_.iters,
+                o_.warmup, o_.check ? "on" : "off",
+                o_.device ? fmt::format("GPU {} ({}, CUDA kernels)", gpu_, deviceName(gpu_)).c_str()
+                          : fmt::format("host (reducer {})", isaName(bestIsa())).c_str());
+    std::printf("#\n#%12s %14s %8s %6s %6s %10s %8s %8s %7s\n", "size", "count", "type", "redop", "root", "time",
+                "algbw", "busbw", "#wrong");
+    std::printf("#%12s %14s %8s %6s %6s %10s %8s %8s %7s\n", "(B)", "(elements)", "", "", "", "(us)", "(GB/s)",
+                "(GB/s)", "");
+    std::fflush(stdout);
+  }
+
+  // One call on fresh inputs, its result against the locally computed one: the elements
+  // that differ on every rank together.
+  uint64_t check(const Shape& s) {
+    fill(send_.get(), s.sendCount, o_.dtype, rank_, o_.op);
+    if (o_.collective == "broadcast") fill(recv_.get(), s.recvCount, o_.dtype, rank_, o_.op);
+    try {
+      if (o_.device) {
+        copyToDevice(gpuSend_, send_.get(), s.sendCount * es_);
+        copyToDevice(gpuRecv_, recv_.get(), std::max(s.sendCount, s.recvCount) * es_);
+      }
+      if (rr_result_t rc = call(comm_, o_, s, sendBuf_, recvBuf_); rc != RR_SUCCESS) die(o_.collective.c_str(), rc);
+      if (o_.device) copyToHost(recv_.get(), gpuRecv_, s.recvCount * es_);
+    } catch (const std::runtime_error& e) {
+      std::fprintf(stderr, "ringreduce bench: --device on rank %d: %s\n", rank_, e.what());
+      std::exit(1);
+    }
+    expected(o_, s, rank_, n_, want_.get(), tmp_.get());
+    uint64_t wrong = countWrong(recv_.get(), want_.get(), s.recvCount, o_.dtype, reduces_ ? o_.op : RR_SUM);
+    if (rr_result_t rc = rr_allreduce(comm_, &wrong, &wrong, 1, RR_UINT64, RR_SUM, nullptr); rc != RR_SUCCESS)
+      die("check", rc);
+    totalWrong_ += wrong;
+    return wrong;
+  }
+
+  // The slowest rank's mean time per call over -n calls after -w warm-ups, in us.
+  double time(const Shape& s) {
+    for (int i = 0; i < o_.warmup; ++i)
+      if (rr_result_t rc = call(comm_, o_, s, sendBuf_, recvBuf_); rc != RR_SUCCESS) die(o_.collective.c_str(), rc);
+    if (rr_result_t rc = rr_barrier(comm_); rc != RR_SUCCESS) die("rr_barrier", rc);
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < o_.iters; ++i)
+      if (rr_result_t rc = call(comm_, o_, s, sendBuf_, recvBuf_); rc != RR_SUCCESS) die(o_.collective.c_str(), rc);
     double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() /
-                std::max(1, o.iters);
-    if (rr_result_t rc = rr_allreduce(comm, &us, &us, 1, RR_FLOAT64, RR_MAX, nullptr); rc != RR_SUCCESS) die("timing", rc);
+                std::max(1, o_.iters);
+    if (rr_result_t rc = rr_allreduce(comm_, &us, &us, 1, RR_FLOAT64, RR_MAX, nullptr); rc != RR_SUCCESS)
+      die("timing", rc);
+    return us;
+  }
+
+  void row(const Shape& s, size_t sizeBytes, double us, uint64_t wrong) {
     const double algbw = static_cast<double>(sizeBytes) / (us * 1e3);
     const double busbw = algbw * s.busFactor;
-    busSum += busbw;
-    ++rows;
-    const int root = o.collective == "broadcast" ? o.root : -1;
-    if (rank == 0 && table) {
-      std::printf(" %12zu %14zu %8s %6s %6d %10.2f %8.3f %8.3f %7s\n", sizeBytes,
-                  std::max(s.sendCount, s.recvCount), dtypeName(o.dtype), reduces ? opName(o.op) : "none",
-                  root, us, algbw, busbw, o.check ? std::to_string(wrong).c_str() : "N/A");
+    busSum_ += busbw;
+    ++rows_;
+    const int root = o_.collective == "broadcast" ? o_.root : -1;
+    const size_t count = std::max(s.sendCount, s.recvCount);
+    const char* redop = reduces_ ? opName(o_.op) : "none";
+    if (rank_ == 0 && table_) {
+      std::printf(" %12zu %14zu %8s %6s %6d %10.2f %8.3f %8.3f %7s\n", sizeBytes, count, dtypeName(o_.dtype), redop,
+                  root, us, algbw, busbw, o_.check ? std::to_string(wrong).c_str() : "N/A");
       std::fflush(stdout);
     }
-    results.push_back({{"size", sizeBytes}, {"count", std::max(s.sendCount, s.recvCount)},
-                       {"type", dtypeName(o.dtype)}, {"redop", reduces ? opName(o.op) : "none"},
-                       {"root", root}, {"time_us", us}, {"algbw_gbs", algbw}, {"busbw_gbs", busbw},
-                       {"wrong", o.check ? nlohmann::json(wrong) : nlohmann::json(nullptr)}});
+    results_.push_back({{"size", sizeBytes}, {"count", count}, {"type", dtypeName(o_.dtype)}, {"redop", redop},
+                        {"root", root}, {"time_us", us}, {"algbw_gbs", algbw}, {"busbw_gbs", busbw},
+                        {"wrong", o_.check ? nlohmann::json(wrong) : nlohmann::json(nullptr)}});
   }
-  const double avg = rows > 0 ? busSum / rows : 0;
-  if (rank == 0) {
-    if (table) {
-      std::printf("# Out of bounds values : %llu %s\n", static_cast<unsigned long long>(totalWrong),
-                  totalWrong == 0 ? "OK" : "FAILED");
+
+  void printSummary() const {
+    if (rank_ != 0) return;
+    const double avg = rows_ > 0 ? busSum_ / rows_ : 0;
+    if (table_) {
+      std::printf("# Out of bounds values : %llu %s\n", static_cast<unsigned long long>(totalWrong_),
+                  totalWrong_ == 0 ? "OK" : "FAILED");
       std::printf("# Avg bus bandwidth    : %.4f\n#\n", avg);
-    } else {
-      nlohmann::json doc = {{"collective", o.collective}, {"ranks", n}, {"dtype", dtypeName(o.dtype)},
-                            {"op", reduces ? opName(o.op) : "none"}, {"iters", o.iters},
-                            {"warmup", o.warmup}, {"check", o.check}, {"device_buffers", o.device}, {"results", results},
-                            {"wrong", totalWrong}, {"avg_busbw_gbs", avg}};
-      std::printf("%s\n", doc.dump(2).c_str());
+      return;
     }
+    const nlohmann::json doc = {{"collective", o_.collective}, {"ranks", n_}, {"dtype", dtypeName(o_.dtype)},
+                                {"op", reduces_ ? opName(o_.op) : "none"}, {"iters", o_.iters},
+                                {"warmup", o_.warmup}, {"check", o_.check}, {"device_buffers", o_.device},
+                                {"results", results_}, {"wrong", totalWrong_}, {"avg_busbw_gbs", avg}};
+    std::printf("%s\n", doc.dump(2).c_str());
   }
-  rr_comm_destroy(comm);
-  if (o.device) {
-    deviceFree(gpuSend);
-    deviceFree(gpuRecv);
-  }
-  return totalWrong == 0 ? 0 : 1;
-}
+
+  const BenchOptions& o_;
+  const size_t es_;
+  rr_comm_t comm_ = nullptr;
+  int rank_ = 0, n_ = 1;
+  bool reduces_ = false, table_ = true;
+  Buffer send_, recv_, want_, tmp_;
+  uint8_t* gpuSend_ = nullptr;
+  uint8_t* gpuRecv_ = nullptr;
+  int gpu_ = -1;
+  uint8_t* sendBuf_ = nullptr;
+  uint8_t* recvBuf_ = nullptr;
+  nlohmann::json results_ = nlohmann::json::array();
+  double busSum_ = 0;
+  int rows_ = 0;
+  uint64_t totalWrong_ = 0;
+};
+
+}  // namespace
+
+int runBench(const BenchOptions& o) { return Bench(o).run(); }
 
 }  // namespace rr::cli

@@ -92,6 +92,78 @@ int runCommand(int argc, char** argv) {
 
 }  // namespace
 
+// What the bench subcommand took as words, checked in benchCommand.
+struct BenchWords {
+  std::string minBytes, maxBytes, dtype, op, bindTo;
+};
+
+// `ringreduce bench` once its flags are parsed: checks them (a usage error exits 2 before
+// any rank starts), then runs this rank of a launcher's job or starts -N local ranks.
+int benchCommand(int argc, char** argv, rr::cli::BenchOptions& bench, const BenchWords& w, int check, int ranks,
+                 bool ranksGiven, bool benchNamed) {
+  const std::string& minBytes = w.minBytes;
+  const std::string& maxBytes = w.maxBytes;
+  const std::string& dtype = w.dtype;
+  const std::string& op = w.op;
+  const std::string& bindTo = w.bindTo;
+  for (auto [flag, text, out] : {std::tuple{"-b/--minbytes", &minBytes, &bench.minBytes},
+                                  std::tuple{"-e/--maxbytes", &maxBytes, &bench.maxBytes}}) {
+    try {
+      *out = rr::cli::parseSize(*text);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "ringreduce bench: %s: %s\n", flag, e.what());
+      return 2;
+    }
+  }
+  if (bench.minBytes > bench.maxBytes) {
+    std::fprintf(stderr, "ringreduce bench: --minbytes %zu is larger than --maxbytes %zu\n",
+                 bench.minBytes, bench.maxBytes);
+    return 2;
+  }
+  auto d = rr::parseDtype(dtype);
+  auto o = rr::parseOp(op);
+  if (!d || !o) {
+    std::fprintf(stderr, "ringreduce bench: unknown %s '%s'\n", d ? "op" : "dtype",
+                 d ? op.c_str() : dtype.c_str());
+    return 2;
+  }
+  bench.dtype = *d;
+  bench.op = *o;
+  bench.check = check != 0;
+  // -N given explicitly starts local ranks even where launcher variables are set (a stray
+  // RANK in a shell); without it, launcher variables make this process one rank of a job.
+  const bool local = ranksGiven || !rr::cli::startedByLauncher();
+  const uint64_t need = static_cast<uint64_t>(rr::cli::benchBytesPerRank(bench)) * (local ? static_cast<uint64_t>(ranks) : 1);
+  if (const uint64_t have = rr::cli::availableMemory(); have > 0 && need > have) {
+    std::fprintf(stderr,
+                 "ringreduce bench: -e/--maxbytes %s needs about %.1f GiB (%d rank%s x %s buffers of "
+                 "that size), but this host has %.1f GiB available; use a smaller -e%s\n",
+                 maxBytes.c_str(), static_cast<double>(need) / (1 << 30), local ? ranks : 1,
+                 local && ranks > 1 ? "s" : "", bench.check ? "5" : "2",
+                 static_cast<double>(have) / (1 << 30), bench.check ? " or -c 0" : "");
+    return 2;
+  }
+  // A broadcast root that no rank has is a usage error before any rank starts.
+  if (bench.collective == "broadcast" && bench.root < 0) {
+    std::fprintf(stderr, "ringreduce bench: -r/--root %d is not a rank (ranks are 0..size-1)\n", bench.root);
+    return 2;
+  }
+  if (bench.collective == "broadcast" && local && bench.root >= ranks) {
+    std::fprintf(stderr, "ringreduce bench: -r/--root %d is not one of the %d rank%s started here (-N %d; valid: 0..%d)\n",
+                 bench.root, ranks, ranks == 1 ? "" : "s", ranks, ranks - 1);
+    return 2;
+  }
+  if (!local) return rr::cli::runBench(bench);
+  rr::cli::Bind bind;
+  if (std::string error; !rr::cli::parseBind(bindTo, ranks, bind, error)) {
+    std::fprintf(stderr, "ringreduce bench: %s\n", error.c_str());
+    return 2;
+  }
+  std::vector<std::string> args = rankArgs(argc, argv);
+  if (!benchNamed) args.push_back("bench");
+  return rr::cli::launch({ranks, args, false, bind});
+}
+
 int main(int argc, char** argv) {
   if (argc > 1 && std::string(argv[1]) == "run") return runCommand(argc, argv);
   CLI::App app{"ringreduce: ring all-reduce engine (bench, run, info)"};
@@ -140,60 +212,6 @@ int main(int argc, char** argv) {
 
   if (*info) return rr::cli::runInfo();
   // bench, also when no subcommand is given
-  for (auto [flag, text, out] : {std::tuple{"-b/--minbytes", &minBytes, &bench.minBytes},
-                                  std::tuple{"-e/--maxbytes", &maxBytes, &bench.maxBytes}}) {
-    try {
-      *out = rr::cli::parseSize(*text);
-    } catch (const std::exception& e) {
-      std::fprintf(stderr, "ringreduce bench: %s: %s\n", flag, e.what());
-      return 2;
-    }
-  }
-  if (bench.minBytes > bench.maxBytes) {
-    std::fprintf(stderr, "ringreduce bench: --minbytes %zu is larger than --maxbytes %zu\n",
-                 bench.minBytes, bench.maxBytes);
-    return 2;
-  }
-  auto d = rr::parseDtype(dtype);
-  auto o = rr::parseOp(op);
-  if (!d || !o) {
-    std::fprintf(stderr, "ringreduce bench: unknown %s '%s'\n", d ? "op" : "dtype",
-                 d ? op.c_str() : dtype.c_str());
-    return 2;
-  }
-  bench.dtype = *d;
-  bench.op = *o;
-  bench.check = check != 0;
-  // -N given explicitly starts local ranks even where launcher variables are set (a stray
-  // RANK in a shell); without it, launcher variables make this process one rank of a job.
-  const bool local = b->count("-N") > 0 || !rr::cli::startedByLauncher();
-  const uint64_t need = static_cast<uint64_t>(rr::cli::benchBytesPerRank(bench)) * (local ? static_cast<uint64_t>(ranks) : 1);
-  if (const uint64_t have = rr::cli::availableMemory(); have > 0 && need > have) {
-    std::fprintf(stderr,
-                 "ringreduce bench: -e/--maxbytes %s needs about %.1f GiB (%d rank%s x %s buffers of "
-                 "that size), but this host has %.1f GiB available; use a smaller -e%s\n",
-                 maxBytes.c_str(), static_cast<double>(need) / (1 << 30), local ? ranks : 1,
-                 local && ranks > 1 ? "s" : "", bench.check ? "5" : "2",
-                 static_cast<double>(have) / (1 << 30), bench.check ? " or -c 0" : "");
-    return 2;
-  }
-  // A broadcast root that no rank has is a usage error before any rank starts.
-  if (bench.collective == "broadcast" && bench.root < 0) {
-    std::fprintf(stderr, "ringreduce bench: -r/--root %d is not a rank (ranks are 0..size-1)\n", bench.root);
-    return 2;
-  }
-  if (bench.collective == "broadcast" && local && bench.root >= ranks) {
-    std::fprintf(stderr, "ringreduce bench: -r/--root %d is not one of the %d rank%s started here (-N %d; valid: 0..%d)\n",
-                 bench.root, ranks, ranks == 1 ? "" : "s", ranks, ranks - 1);
-    return 2;
-  }
-  if (!local) return rr::cli::runBench(bench);
-  rr::cli::Bind bind;
-  if (std::string error; !rr::cli::parseBind(bindTo, ranks, bind, error)) {
-    std::fprintf(stderr, "ringreduce bench: %s\n", error.c_str());
-    return 2;
-  }
-  std::vector<std::string> args = rankArgs(argc, argv);
-  if (!*b) args.push_back("bench");
-  return rr::cli::launch({ranks, args, false, bind});
+  return benchCommand(argc, argv, bench, BenchWords{minBytes, maxBytes, dtype, op, bindTo}, check, ranks,
+                      b->count("-N") > 0, b->parsed());
 }

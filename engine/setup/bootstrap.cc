@@ -182,103 +182,127 @@ TransportJob transportJob(const Config& c) {
   return TransportJob{c.rank, c.size, jobOf(c), c.ifname, c.connectTimeoutMs};
 }
 
+namespace {
+
+// What the rendezvous gave this rank: where it listens (published), the job's transport, and
+// whom it connects to and accepts.
+struct Rendezvous {
+  Endpoint self;
+  TransportKind jobKind = TransportKind::kTcp;  // the job's transport, for a rank of kEither
+  RingPeers peers;
+};
+
+// The partners `rank` connects to (in rdPartners order) into peers.connect's order, and
+// those it accepts into peers.accept.
+std::vector<int> partnersToDial(const Config& c, RingPeers& peers) {
+  std::vector<int> dial;
+  for (int p : rdPartners(c.rank, c.size)) {
+    if (rdConnects(c.rank, p))
+      dial.push_back(p);
+    else
+      peers.accept.push_back(p);
+  }
+  return dial;
+}
+
+// Rank 0: gathers every rank's arrival, compares the job-wide settings (a difference fails
+// init on every rank, named), chooses the job's transport, and answers each rank with what
+// it needs: the job's size and transport, its right neighbour's endpoint and those of the
+// partners it connects to (O(n log n) bytes in all).
+Rendezvous hostRendezvous(const Config& c, Ring& ring, Transport& transport, Deadline deadline, spdlog::logger& log) {
+  Rendezvous rv;
+  const std::vector<int> dial = partnersToDial(c, rv.peers);
+  std::vector<Arrival> table(c.size);
+  reserveFds(c.size + 64, log);
+  Fd listener = listenOn(resolve(c.addr, "RR_ADDR"), SOMAXCONN);
+  ring.bootstrap = gatherRanks(c, listener.get(), table, deadline, log);
+  rv.self = transport.listen(Route{localAddr(ring.bootstrap[1].get()).ip(), notOneHost(table)});
+  table[0] = arrivalHere(rv.self, transport.kind(), c.jobSettings());
+  std::string why;
+  rv.jobKind = jobTransport(table, why);
+  // Every rank runs what it must (ucx, tcp) where none runs either.
+  const TransportKind runs = why.empty() && table[0].transport != TransportKind::kEither ? table[0].transport : rv.jobKind;
+  if (const std::string differ = settingsMismatch(table, runs); !differ.empty()) {
+    const Error failure(RR_ERR_INVALID_ARGUMENT, differ);
+    const std::string m = encodeJobFailed(failure);
+    for (int r = 1; r < c.size; ++r) {
+      try {
+        sendAll(ring.bootstrap[r].get(), m.data(), m.size(), deadlineIn(500), fmt::format("rank {}", r));
+      } catch (const Error&) {  // best effort: that rank may be gone
+      }
+    }
+    throw failure;
+  }
+  if (!why.empty()) log.info("RR_TRANSPORT=auto: {}, because {}", rv.jobKind == TransportKind::kUcx ? "ucx" : "tcp", why);
+  for (int r = 1; r < c.size; ++r) {
+    std::vector<Endpoint> partners;
+    for (int p : rdPartners(r, c.size))
+      if (rdConnects(r, p)) partners.push_back(table[static_cast<size_t>(p)].endpoint);
+    const std::string verdict =
+        encodeVerdict(c.size, rv.jobKind, table[static_cast<size_t>((r + 1) % c.size)].endpoint, partners);
+    sendAll(ring.bootstrap[r].get(), verdict.data(), verdict.size(), deadline, fmt::format("rank {}", r));
+  }
+  rv.peers.right = table[static_cast<size_t>((c.rank + 1) % c.size)].endpoint;
+  for (int p : dial) rv.peers.connect.emplace_back(p, table[static_cast<size_t>(p)].endpoint);
+  return rv;
+}
+
+// Any other rank: joins rank 0's rendezvous (the handshake, its arrival, or why it cannot
+// join) and reads its answer.
+Rendezvous joinRendezvous(const Config& c, Ring& ring, Transport& transport, Deadline deadline) {
+  Rendezvous rv;
+  const std::vector<int> dial = partnersToDial(c, rv.peers);
+  Fd root = connectTo(resolve(c.addr, "RR_ADDR"), deadline, "rank 0 (RR_ADDR)");
+  handshakeClient(root.get(), jobOf(c), Hello{LinkRole::kBootstrap, c.rank, c.size, 0, 0}, deadline,
+                  fmt::format("rank 0 at {}", c.addr));
+  try {
+    const std::string rankZero = peerAddr(root.get()).ip();
+    rv.self = transport.listen(Route{localAddr(root.get()).ip(),
+                                     isAddressHere(rankZero) ? "" : fmt::format("rank 0 is on another host (its "
+                                     "address {} is none of this network namespace's)", rankZero)});
+    sendArrival(root.get(), arrivalHere(rv.self, transport.kind(), c.jobSettings()), deadline, "rank 0");
+  } catch (const Error& e) {
+    sendJoinError(root.get(), e);  // rank 0 and every other rank hear why
+    throw;
+  }
+  // Rank 0 answers at its own deadline at the latest, which may come a little after ours.
+  const Deadline answerBy = deadline + std::chrono::seconds(2);
+  uint8_t n[4];
+  recvAll(root.get(), n, 4, answerBy, "rank 0");
+  if (wire::get32(n) == 0) {  // the job cannot form; rank 0 says why
+    const Error e = recvStatus(root.get(), answerBy, "rank 0");
+    fail(e.code(), "rank {}: the job cannot form: {} (reported by rank 0)", c.rank, e.what());
+  }
+  if (wire::get32(n) != static_cast<uint32_t>(c.size))
+    fail(RR_ERR_SYSTEM, "protocol error: rank 0 sent a job of {} ranks, expected {}", wire::get32(n), c.size);
+  rv.jobKind = recvJobTransport(root.get(), answerBy, "rank 0");
+  rv.peers.right = recvEndpoint(root.get(), answerBy, "rank 0");
+  for (int p : dial) rv.peers.connect.emplace_back(p, recvEndpoint(root.get(), answerBy, "rank 0"));
+  ring.bootstrap.push_back(std::move(root));
+  return rv;
+}
+
+}  // namespace
+
 Ring connectRing(const Config& c, Transport& transport, EventSet& events, spdlog::logger& log) {
   Ring ring;
   if (c.size == 1) return ring;
   const Deadline deadline = deadlineIn(c.connectTimeoutMs);
-  const JobIdentity job = jobOf(c);
-  std::vector<Arrival> table(c.size);
-  Endpoint self;  // what this rank published
-  TransportKind jobKind = TransportKind::kTcp;  // the job's transport, for a rank of kEither
-  const SockAddr rendezvous = resolve(c.addr, "RR_ADDR");
-
-  const int right = (c.rank + 1) % c.size;
-  // All a rank learns: where its right neighbour and the partners it connects to listen.
-  RingPeers peers;
-  std::vector<int> partnersToDial;  // the partners this rank connects to, in rdPartners order
-  for (int p : rdPartners(c.rank, c.size)) {
-    if (rdConnects(c.rank, p))
-      partnersToDial.push_back(p);
-    else
-      peers.accept.push_back(p);
-  }
-  if (c.rank == 0) {
-    reserveFds(c.size + 64, log);
-    Fd listener = listenOn(rendezvous, SOMAXCONN);
-    ring.bootstrap = gatherRanks(c, listener.get(), table, deadline, log);
-    self = transport.listen(Route{localAddr(ring.bootstrap[1].get()).ip(), notOneHost(table)});
-    table[0] = arrivalHere(self, transport.kind(), c.jobSettings());
-    std::string why;
-    jobKind = jobTransport(table, why);
-    // Every rank runs what it must (ucx, tcp) where none runs either.
-    const TransportKind runs = why.empty() && table[0].transport != TransportKind::kEither ? table[0].transport : jobKind;
-    if (const std::string differ = settingsMismatch(table, runs); !differ.empty()) {
-      const Error failure(RR_ERR_INVALID_ARGUMENT, differ);
-      const std::string m = encodeJobFailed(failure);
-      for (int r = 1; r < c.size; ++r) {
-        try {
-          sendAll(ring.bootstrap[r].get(), m.data(), m.size(), deadlineIn(500), fmt::format("rank {}", r));
-        } catch (const Error&) {  // best effort: that rank may be gone
-        }
-      }
-      throw failure;
-    }
-    if (!why.empty()) log.info("RR_TRANSPORT=auto: {}, because {}", jobKind == TransportKind::kUcx ? "ucx" : "tcp", why);
-    // Each rank gets the job's size and transport, its right neighbour's endpoint and those
-    // of the partners it connects to: O(n log n) bytes in all.
-    for (int r = 1; r < c.size; ++r) {
-      std::vector<Endpoint> partners;
-      for (int p : rdPartners(r, c.size))
-        if (rdConnects(r, p)) partners.push_back(table[static_cast<size_t>(p)].endpoint);
-      const std::string verdict =
-          encodeVerdict(c.size, jobKind, table[static_cast<size_t>((r + 1) % c.size)].endpoint, partners);
-      sendAll(ring.bootstrap[r].get(), verdict.data(), verdict.size(), deadline, fmt::format("rank {}", r));
-    }
-    peers.right = table[static_cast<size_t>(right)].endpoint;
-    for (int p : partnersToDial) peers.connect.emplace_back(p, table[static_cast<size_t>(p)].endpoint);
-  } else {
-    Fd root = connectTo(rendezvous, deadline, "rank 0 (RR_ADDR)");
-    handshakeClient(root.get(), job, Hello{LinkRole::kBootstrap, c.rank, c.size, 0, 0}, deadline,
-                    fmt::format("rank 0 at {}", c.addr));
-    try {
-      const std::string rankZero = peerAddr(root.get()).ip();
-      self = transport.listen(Route{localAddr(root.get()).ip(),
-                                    isAddressHere(rankZero) ? "" : fmt::format("rank 0 is on another host (its "
-                                    "address {} is none of this network namespace's)", rankZero)});
-      sendArrival(root.get(), arrivalHere(self, transport.kind(), c.jobSettings()), deadline, "rank 0");
-    } catch (const Error& e) {
-      sendJoinError(root.get(), e);  // rank 0 and every other rank hear why
-      throw;
-    }
-    // Rank 0 answers at its own deadline at the latest, which may come a little after ours.
-    const Deadline answerBy = deadline + std::chrono::seconds(2);
-    uint8_t n[4];
-    recvAll(root.get(), n, 4, answerBy, "rank 0");
-    if (wire::get32(n) == 0) {  // the job cannot form; rank 0 says why
-      const Error e = recvStatus(root.get(), answerBy, "rank 0");
-      fail(e.code(), "rank {}: the job cannot form: {} (reported by rank 0)", c.rank, e.what());
-    }
-    if (wire::get32(n) != static_cast<uint32_t>(c.size))
-      fail(RR_ERR_SYSTEM, "protocol error: rank 0 sent a job of {} ranks, expected {}",
-           wire::get32(n), c.size);
-    jobKind = recvJobTransport(root.get(), answerBy, "rank 0");
-    peers.right = recvEndpoint(root.get(), answerBy, "rank 0");
-    for (int p : partnersToDial) peers.connect.emplace_back(p, recvEndpoint(root.get(), answerBy, "rank 0"));
-    ring.bootstrap.push_back(std::move(root));
-  }
+  const Rendezvous rv = c.rank == 0 ? hostRendezvous(c, ring, transport, deadline, log)
+                                    : joinRendezvous(c, ring, transport, deadline);
   if (c.testExitInRingSetup) std::_Exit(3);  // tests: a rank that dies during ring setup
 
   std::optional<Error> failed;
   try {
     if (transport.kind() == TransportKind::kEither) {
-      transport.choose(jobKind);
+      transport.choose(rv.jobKind);
       log.info("RR_TRANSPORT=auto: the job runs over {}", transport.name());
     }
-    ring.links = transport.connectRing(peers, events, deadline);
+    ring.links = transport.connectRing(rv.peers, events, deadline);
   } catch (const Error& e) {
     failed = e;
   }
-  const uint32_t traits = agreeOnRing(c, ring, failed, deadline, self, peers);
+  const uint32_t traits = agreeOnRing(c, ring, failed, deadline, rv.self, rv.peers);
   ring.largeFrames = (traits & kTraitLargeFrames) != 0;
   ring.oneHost = (traits & kTraitOneHost) != 0;
   ring.fragmentFrames = (traits & kTraitFragmentFrames) != 0;

@@ -267,48 +267,8 @@ RingLinks UcxTransport::connectRing(const RingPeers& peers, EventSet& events, De
                                              std::move(p.fd), events, p.rank, job_.size, p.name,
                                              static_cast<int>(p.info.pid), p.pull));
 
-  // One message each way on each link: UCX connects lazily, and a path it cannot make must
-  // fail init, named, not the first collective.
-  std::vector<uint64_t> ping(2 * made.size(), 1);
-  for (size_t i = 0; i < made.size(); ++i) made[i]->postRecv(&ping[made.size() + i], 8, FrameType::kData);
-  for (size_t i = 0; i < made.size(); ++i) made[i]->postSend(&ping[i], 8, FrameType::kData);
-  for (;;) {
-    bool moved = false, done = true;
-    for (auto& link : made) {
-      moved |= link->progress();
-      done = done && link->sendsDone() >= 1 && link->recvsDone() >= 1;
-    }
-    if (done) break;
-    if (Clock::now() >= deadline) {
-      std::string stuck;
-      for (auto& link : made)
-        if (link->sendsDone() < 1 || link->recvsDone() < 1)
-          stuck += fmt::format("{}rank {} (lanes: {})", stuck.empty() ? "" : ", ", link->peerRank(), link->lanes());
-      fail(RR_ERR_TIMEOUT,
-           "rank {}: UCX could not pass a message to and from {} within {} ms; check UCX_TLS and "
-           "UCX_NET_DEVICES", job_.rank, stuck, job_.connectTimeoutMs);
-    }
-    // A peer whose process ended (its init failed) closes its address connection, which
-    // the event set reports (UcxLink's sentinel): looked at, so that this rank does not
-    // wait for its deadline.
-    if (!moved && events.dispatch(0) == 0) std::this_thread::yield();
-  }
-  bool handling = true;
-  for (auto& link : made) handling = handling && link->peerFailureHandling();
-  log_.info("ring connected over ucx: left rank {} over {}; right rank {} over {}; {} recursive doubling "
-            "partner{}{}{}", left, made[0]->lanes(), right, made[1]->lanes(), made.size() - 2,
-            made.size() == 3 ? "" : "s",
-            handling ? ""
-                     : " (without UCX peer failure handling on these lanes: a lost peer is seen by "
-                       "its closed address connection)",
-            made[0]->pullSends() ? fmt::format("; data frames of {} KiB and more are read from the sender's "
-                                               "memory (one copy)", UcxLink::kPullMinBytes >> 10)
-                                 : std::string());
-  if (worker_->sharedFifo() != 0)
-    log_.info("UCX's shared-memory FIFO has {} elements (UCX_MM_FIFO_SIZE sets it)", worker_->sharedFifo());
-  if (worker_->sharedRxGrow() != 0)
-    log_.info("UCX's shared-memory receive buffers grow {} at a time (UCX_MM_RX_BUFS_GROW sets it)",
-              worker_->sharedRxGrow());
+  pingLinks(made, events, deadline);
+  logLinks(made);
   RingLinks links;
   links.left = std::move(made[0]);
   links.right = std::move(made[1]);
@@ -378,6 +338,56 @@ void UcxTransport::exchangeAddresses(std::vector<Exchange>& peers, Deadline dead
     }
   }
   if (failure) throw *failure;
+}
+
+void UcxTransport::pingLinks(const std::vector<std::unique_ptr<UcxLink>>& made, EventSet& events, Deadline deadline) {
+  // One message each way on each link: UCX connects lazily, and a path it cannot make must
+  // fail init, named, not the first collective.
+  std::vector<uint64_t> ping(2 * made.size(), 1);
+  for (size_t i = 0; i < made.size(); ++i) made[i]->postRecv(&ping[made.size() + i], 8, FrameType::kData);
+  for (size_t i = 0; i < made.size(); ++i) made[i]->postSend(&ping[i], 8, FrameType::kData);
+  for (;;) {
+    bool moved = false, done = true;
+    for (auto& link : made) {
+      moved |= link->progress();
+      done = done && link->sendsDone() >= 1 && link->recvsDone() >= 1;
+    }
+    if (done) break;
+    if (Clock::now() >= deadline) {
+      std::string stuck;
+      for (auto& link : made)
+        if (link->sendsDone() < 1 || link->recvsDone() < 1)
+          stuck += fmt::format("{}rank {} (lanes: {})", stuck.empty() ? "" : ", ", link->peerRank(), link->lanes());
+      fail(RR_ERR_TIMEOUT,
+           "rank {}: UCX could not pass a message to and from {} within {} ms; check UCX_TLS and "
+           "UCX_NET_DEVICES", job_.rank, stuck, job_.connectTimeoutMs);
+    }
+    // A peer whose process ended (its init failed) closes its address connection, which
+    // the event set reports (UcxLink's sentinel): looked at, so that this rank does not
+    // wait for its deadline.
+    if (!moved && events.dispatch(0) == 0) std::this_thread::yield();
+  }
+}
+
+void UcxTransport::logLinks(const std::vector<std::unique_ptr<UcxLink>>& made) const {
+  const int right = (job_.rank + 1) % job_.size;
+  const int left = (job_.rank - 1 + job_.size) % job_.size;
+  bool handling = true;
+  for (auto& link : made) handling = handling && link->peerFailureHandling();
+  log_.info("ring connected over ucx: left rank {} over {}; right rank {} over {}; {} recursive doubling "
+            "partner{}{}{}", left, made[0]->lanes(), right, made[1]->lanes(), made.size() - 2,
+            made.size() == 3 ? "" : "s",
+            handling ? ""
+                     : " (without UCX peer failure handling on these lanes: a lost peer is seen by "
+                       "its closed address connection)",
+            made[0]->pullSends() ? fmt::format("; data frames of {} KiB and more are read from the sender's "
+                                               "memory (one copy)", UcxLink::kPullMinBytes >> 10)
+                                 : std::string());
+  if (worker_->sharedFifo() != 0)
+    log_.info("UCX's shared-memory FIFO has {} elements (UCX_MM_FIFO_SIZE sets it)", worker_->sharedFifo());
+  if (worker_->sharedRxGrow() != 0)
+    log_.info("UCX's shared-memory receive buffers grow {} at a time (UCX_MM_RX_BUFS_GROW sets it)",
+              worker_->sharedRxGrow());
 }
 
 std::string UcxTransport::describeResources() {

@@ -31,6 +31,7 @@
 
 namespace rr {
 
+class UcxLink;
 class UcxWorker;
 
 // UCX's log lines of this thread held while one lives, instead of written (to stderr, where
@@ -110,6 +111,11 @@ class UcxTransport final : public Transport {
   // peer's process proven. Throws the first failure once every peer heard this rank has
   // said it read this rank's proof.
   void exchangeAddresses(std::vector<Exchange>& peers, Deadline deadline);
+  // One message each way on each link: UCX connects lazily, and a path it cannot make must
+  // fail init, named, not the first collective.
+  void pingLinks(const std::vector<std::unique_ptr<UcxLink>>& made, EventSet& events, Deadline deadline);
+  // What init made, at INFO: each link's lanes, pulls, UCX's buffers.
+  void logLinks(const std::vector<std::unique_ptr<UcxLink>>& made) const;
 
   TransportJob job_;
   spdlog::logger& log_;
