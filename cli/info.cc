@@ -5,6 +5,7 @@
 #include <string>
 
 #include "engine/build_info.h"
+#include "engine/setup/config.h"
 #include "kernels/reduce.h"
 #include "ringreduce/ringreduce.h"
 
@@ -23,6 +24,11 @@ int runInfo() {
     if (isaSupported(isa)) std::printf(" %s", isaName(isa));
   std::printf(")\n");
   std::printf("cuda: %s\n", cudaReport().c_str());
+  return 0;
+}
+
+int printSettings(bool testHooks) {
+  std::fputs(rr::settingsMarkdown(testHooks).c_str(), stdout);
   return 0;
 }
 

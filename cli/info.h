@@ -3,4 +3,6 @@
 
 namespace rr::cli {
 int runInfo();
+// `ringreduce info --settings` (or `--test-hooks`): the settings table, from the one reader.
+int printSettings(bool testHooks);
 }

@@ -201,6 +201,9 @@ int main(int argc, char** argv) {
   app.add_subcommand("run", "start N ranks of a program on this host: run -n N [--] PROGRAM ARGS...");
 
   auto* info = app.add_subcommand("info", "version, build options, CPU features, CUDA devices");
+  bool settings = false, testHooks = false;
+  info->add_flag("--settings", settings, "print the table of RR_* settings (Markdown), as the README has it");
+  info->add_flag("--test-hooks", testHooks, "print the table of test-only RR_TEST_* hooks (Markdown)");
 
   try {
     app.parse(argc, argv);
@@ -210,7 +213,7 @@ int main(int argc, char** argv) {
     return rc == 0 ? 0 : 2;
   }
 
-  if (*info) return rr::cli::runInfo();
+  if (*info) return settings || testHooks ? rr::cli::printSettings(testHooks) : rr::cli::runInfo();
   // bench, also when no subcommand is given
   return benchCommand(argc, argv, bench, BenchWords{minBytes, maxBytes, dtype, op, bindTo}, check, ranks,
                       b->count("-N") > 0, b->parsed());

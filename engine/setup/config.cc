@@ -15,7 +15,17 @@
 namespace rr {
 namespace {
 
+bool documented(std::string_view name) {
+  for (const SettingDoc& d : settingsTable())
+    if (name == d.name) return true;
+  return false;
+}
+
 const char* env(const char* name) {
+  // Every RR_ variable the reader takes is in the settings table (a test diffs the docs
+  // against it).
+  if (std::string_view(name).starts_with("RR_") && !documented(name))
+    fail(RR_ERR_INTERNAL, "internal error: the setting {} is read but not in the settings table", name);
   const char* v = std::getenv(name);
   return v != nullptr && *v != '\0' ? v : nullptr;
 }
@@ -80,6 +90,93 @@ uint64_t fnv1a(const std::string& text) {
 }
 
 }  // namespace
+
+const std::vector<SettingDoc>& settingsTable() {
+  static const std::vector<SettingDoc> table = {
+      {"RR_RANK", "this process's rank, 0..size-1; else the launcher's: `OMPI_COMM_WORLD_RANK`, `PMI_RANK`, "
+                  "`SLURM_PROCID`, `RANK` (torchrun)", "0", "no", false},
+      {"RR_SIZE", "the number of ranks; else the launcher's: `OMPI_COMM_WORLD_SIZE`, `PMI_SIZE`, `SLURM_NTASKS`, "
+                  "`WORLD_SIZE`; a rank without a size (or the reverse) is an error naming the missing one",
+       "1", "yes: rank 0 turns a rank of another size away", false},
+      {"RR_ADDR", "`host:port` (or `[v6]:port`) where rank 0 listens for the rendezvous; else "
+                  "`MASTER_ADDR:MASTER_PORT`", "required when the size is above 1", "yes", false},
+      {"RR_SECRET", "the job's secret: every connection proves it (HMAC-SHA256 of a challenge)",
+       "empty (a warning is logged)", "yes: a connection without it is refused (`RR_ERR_AUTH`)", false},
+      {"RR_JOB_ID", "the job's id, checked in every handshake", "a hash of `RR_ADDR`", "yes: checked in every handshake",
+       false},
+      {"RR_TIMEOUT_MS", "a collective that makes no progress this long fails with `RR_ERR_TIMEOUT` naming the rank "
+                        "that holds the job up (`rr_config_t.timeout_ms` sets it per communicator)",
+       "300000", "no", false},
+      {"RR_CONNECT_TIMEOUT_MS", "the deadline of the rendezvous and of connecting the links, retries included",
+       "`RR_TIMEOUT_MS`", "no", false},
+      {"RR_SOCKET_IFNAME", "interfaces for the data links, NCCL's syntax: `eth,ib` prefixes, `^docker,lo` "
+                           "excludes, `=eth0` exact names", "the address that routes to rank 0", "no", false},
+      {"RR_TRANSPORT", "`tcp`, `ucx` (a build with UCX: RDMA, shared memory or TCP as UCX chooses; `UCX_*` "
+                       "variables pass through) or `auto`: UCX's shared memory where every rank shares one host, "
+                       "TCP elsewhere (docs/transports.md)",
+       "`auto`", "`tcp` beside `ucx` fails init, naming both; `auto` runs beside either", false},
+      {"RR_SOCKETS_PER_LINK", "TCP sockets each link is striped over (stripes of at least 64 KiB)", "2",
+       "yes where the job runs over TCP: agreed at init", false},
+      {"RR_SEGMENT_BYTES", "the largest pipelined segment, 4096 to 64 MiB (staging: 16 segments per communicator)",
+       "1048576", "yes: agreed at init", false},
+      {"RR_FUSION_BYTES", "all-reduces queued together with the same dtype and op share one pass, up to this many "
+                          "bytes in all; 0 turns fusion off", "4194304", "yes: agreed at init", false},
+      {"RR_ALGO", "the all-reduce's algorithm: `ring`, `rd` (recursive doubling), `hd` (halving-doubling) or "
+                  "`auto`, by the bucket's size, the job's size and whether it spans hosts (docs/design.md, "
+                  "\"Algorithms\"); device buckets take the ring at more than 2 ranks",
+       "`auto`", "yes: agreed at init", false},
+      {"RR_STALL_WARN_S", "when a collective has waited this long, rank 0 logs which ranks have not submitted it, at "
+                          "most once a period", "60", "no", false},
+      {"RR_TIMELINE", "Chrome trace events (Perfetto) to this path, one file per communicator: `trace.json` "
+                      "becomes `trace.<job>.<rank>.json`, never truncated", "off", "no", false},
+      {"RR_LOG_LEVEL", "`trace`, `debug`, `info`, `warn`, `error` or `off`; to stderr, the rank in each line",
+       "`warn`", "no", false},
+      {"RR_SPIN_US", "how long a waiting thread (the caller in `rr_wait`, the progress thread) looks before it "
+                     "sleeps", "200, or 0 where this host's ranks outnumber the CPUs they share", "no", false},
+      {"RR_LOCAL_SIZE", "the ranks on this host, for `RR_SPIN_US`'s default (set by `ringreduce run` and `bench "
+                        "-N`; else `OMPI_COMM_WORLD_LOCAL_SIZE`, `LOCAL_WORLD_SIZE`, `MPI_LOCALNRANKS`)",
+       "unset", "no", false},
+      {"RR_LOCAL_CPUS", "the CPUs this host's ranks share, for `RR_SPIN_US`'s default (set by `ringreduce run` and "
+                        "`bench -N`)", "the CPUs this process may use", "no", false},
+      {"RR_LOCAL_RANK", "this rank's place on its host (set by `ringreduce run`); `bench --device` takes GPU "
+                        "`RR_LOCAL_RANK` modulo the count", "unset", "no", false},
+      {"RR_INLINE_BLOCKING", "`1`: a blocking call on host memory with nothing queued ahead of it runs its pass on "
+                             "the calling thread; `0`: the progress thread runs every pass", "1", "no", false},
+      {"RR_GPU_FLAG_OPS", "how the GPU waits for and writes the flags it shares with the progress thread: `auto` "
+                          "(stream memory operations where the device has them) or `kernels` (one-thread kernels)",
+       "`auto`", "no", false},
+      {"RR_GPU_PROGRAM", "`1`: a device bucket's collective runs as one kernel that waits, reduces and signals "
+                         "itself (experimental: docs/gpu.md)", "0", "no", false},
+      {"RR_PHASES", "`1`: at destroy, print where each collective's time went (the median per phase and size) to "
+                    "stderr", "0", "no", false},
+      {"RR_TEST_FAKE_DEVICE", "`1`: every buffer counts as memory of the stand-in GPU (kernels/fake_gpu.h); a stream "
+                              "is a stand-in stream", "0", "no", true},
+      {"RR_TEST_HOLD_STREAM", "`host-function` (with the stand-in): hold the caller's stream with a blocking host "
+                              "function, the design that deadlocked on a GPU", "off", "no", true},
+      {"RR_TEST_KERNEL_LOADING", "`lazy` (with the stand-in): its kernels load at their first launch, not at open",
+       "`at-open`", "no", true},
+      {"RR_TEST_GPU_QUEUE_DEPTH", "N (with the stand-in): a stream holds at most N items", "1024", "no", true},
+      {"RR_TEST_EXIT_IN_RING_SETUP", "`1`: the rank exits (status 3) between the rendezvous and its links; "
+                                     "`after-report`: once it told rank 0 its links formed", "off", "no", true},
+      {"RR_TEST_PAUSE_AFTER_SENDS_MS", "N: in the first pass with every send posted and not all done, the rank stops "
+                                       "N ms, once", "0", "no", true},
+      {"RR_TEST_LIE", "NAME[,NAME...] (a build with `-Dtest_lies`): the rank sends malformed messages "
+                      "(base/test_lies.h)", "off", "no", true},
+      {"RR_TEST_LIE_RANK", "R: only rank R tells `RR_TEST_LIE`'s lies", "every rank", "no", true},
+  };
+  return table;
+}
+
+std::string settingsMarkdown(bool testHooks) {
+  std::string out = testHooks ? "| variable | what it does | default |\n|---|---|---|\n"
+                              : "| variable | meaning | default | same on every rank |\n|---|---|---|---|\n";
+  for (const SettingDoc& d : settingsTable()) {
+    if (d.testOnly != testHooks) continue;
+    out += testHooks ? fmt::format("| `{}` | {} | {} |\n", d.name, d.meaning, d.byDefault)
+                     : fmt::format("| `{}` | {} | {} | {} |\n", d.name, d.meaning, d.byDefault, d.sameOnEveryRank);
+  }
+  return out;
+}
 
 Config Config::load(const rr_config_t* o) {
   if (o != nullptr && o->struct_size < sizeof(size_t))

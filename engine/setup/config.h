@@ -1,60 +1,8 @@
-// Config: every setting of a communicator, declared here once, read once at init from the
-// rr_config_t (which wins) or the environment, validated, and logged once at INFO.
-//
-//   RR_RANK, RR_SIZE        this rank and the number of ranks; else the launcher's variables:
-//                           OMPI_COMM_WORLD_RANK/SIZE, PMI_RANK/PMI_SIZE,
-//                           SLURM_PROCID/SLURM_NTASKS, RANK/WORLD_SIZE (torchrun)
-//   RR_ADDR                 rendezvous host:port where rank 0 listens; else
-//                           MASTER_ADDR:MASTER_PORT (torchrun)
-//   RR_SECRET               job secret for the HMAC handshake (empty: a warning)
-//   RR_JOB_ID               job id checked in every handshake (default: hash of RR_ADDR)
-//   RR_TIMEOUT_MS           no-progress deadline of a collective (300000)
-//   RR_CONNECT_TIMEOUT_MS   deadline of rendezvous and ring connection, retries included
-//                           (default: RR_TIMEOUT_MS)
-//   RR_SOCKET_IFNAME        interface selection, NCCL syntax (default: the route to rank 0)
-//   RR_TRANSPORT            tcp, ucx (when built with UCX; UCX_* variables pass through to
-//                           UCX untouched) or auto (default; tcp for now)
-//   RR_SOCKETS_PER_LINK     TCP sockets per ring link (default 2)
-//   RR_SEGMENT_BYTES        pipelined segment size (default 1 MiB)
-//   RR_FUSION_BYTES         all-reduces this small or smaller may share a ring pass, up to
-//                           this many bytes in all; 0 turns fusion off (default 4 MiB)
-//   RR_STALL_WARN_S         rank 0 names the ranks that have not submitted a collective that
-//                           has waited this long (default 60)
-//   RR_TIMELINE             write Chrome trace events to this path, one file per rank
-//   RR_LOG_LEVEL            trace, debug, info, warn (default), error, off
-//   RR_SPIN_US              how long a waiting thread (the caller in rr_wait, the progress
-//                           thread between and inside collectives) looks before it sleeps;
-//                           default 200, or 0 when this host's ranks (RR_LOCAL_SIZE,
-//                           OMPI_COMM_WORLD_LOCAL_SIZE, LOCAL_WORLD_SIZE, MPI_LOCALNRANKS)
-//                           outnumber the cores they share (RR_LOCAL_CPUS, else the cores
-//                           this process may use)
-//   RR_ALGO                 the all-reduce's algorithm: ring, rd (recursive doubling), hd
-//                           (halving-doubling; the ring at n = 2, where they are the same
-//                           exchanges) or auto (default: rd up to rdMaxBytes(size, span),
-//                           hd up to hdMaxBytes(size, pulled frames), the ring above; the
-//                           span and whether every link reads its peers' frames are found
-//                           at init); must be the same on every rank
-//   RR_INLINE_BLOCKING      1 (default): a blocking call on host memory with nothing queued
-//                           ahead of it runs its pass on the calling thread while the
-//                           progress thread is between collectives, saving two thread
-//                           hand-offs; 0: the progress thread runs every pass
-//   RR_PHASES=1             at destroy, print where each collective's time went (median per
-//                           phase and bucket size; phase_stats.h) to stderr
-//   RR_TEST_FAKE_DEVICE=1   tests only: every buffer counts as memory of a stand-in GPU in
-//                           host memory (kernels/fake_gpu.h), to test the device path here;
-//                           a stream is then a stand-in stream
-//   RR_TEST_HOLD_STREAM=host-function   tests only, with RR_TEST_FAKE_DEVICE=1: hold the
-//                           caller's stream with a blocking host function, the design that
-//                           deadlocked on a real GPU, to show that the stand-in catches it
-//   RR_TEST_KERNEL_LOADING=lazy   tests only, with RR_TEST_FAKE_DEVICE=1: the stand-in GPU
-//                           loads its kernels at their first launch, not at open (the
-//                           design that deadlocked on an H200), and gives up that load's
-//                           implicit synchronisation after half of RR_TIMEOUT_MS
-//   RR_TEST_GPU_QUEUE_DEPTH=N   tests only, with RR_TEST_FAKE_DEVICE=1: a stream of the
-//                           stand-in GPU holds at most N items (its rule 9; default 1024)
-//   RR_TEST_EXIT_IN_RING_SETUP=1   tests only: the rank exits (status 3) between the
-//                           rendezvous and its ring connections; =after-report: once its
-//                           ring formed and it told rank 0 so, before its links' traits
+// Config: every setting of a communicator, read once at init from the rr_config_t (which
+// wins) or the environment, validated, and logged once at INFO. What each means is in one
+// table, settingsTable(): `ringreduce info --settings` prints it, the README's settings
+// table and docs/testing.md's test hooks are checked against it (test/settings_test.sh),
+// and the reader takes no RR_ variable that is not in it.
 #pragma once
 
 #include <cstddef>
@@ -79,6 +27,19 @@ std::string jobSettingText(uint8_t id, uint64_t value);
 // Whether a setting only matters over TCP (RR_SOCKETS_PER_LINK): compared where the job
 // runs over TCP.
 inline bool jobSettingTcpOnly(uint8_t id) { return id == static_cast<uint8_t>(JobSettingId::kSocketsPerLink); }
+
+// One row of the settings table.
+struct SettingDoc {
+  const char* name;       // "RR_FUSION_BYTES"
+  const char* meaning;
+  const char* byDefault;
+  const char* sameOnEveryRank;  // "no", or why and how it must be the same
+  bool testOnly;          // a test hook, listed apart
+};
+// Every RR_ variable the library reads, the test hooks last.
+const std::vector<SettingDoc>& settingsTable();
+// The table as Markdown: the settings (testHooks false) or the test hooks.
+std::string settingsMarkdown(bool testHooks);
 
 struct Config {
   int rank = 0;
