@@ -42,12 +42,8 @@ Agreement::Agreement(int rank, int size, Link& left, Link& right, std::vector<Li
     partners_[i].inbox.link = partners[i];
     partners_[i].inbox.rank = partners[i]->peerRank();
   }
-}
-
-std::vector<Link*> Agreement::links() const {
-  std::vector<Link*> out{&right_, &left_};
-  for (const Partner& p : partners_) out.push_back(p.link);
-  return out;
+  all_ = {&right_, &left_};
+  all_.insert(all_.end(), partners.begin(), partners.end());
 }
 
 // ---- Between passes.
@@ -93,7 +89,7 @@ std::optional<GroupHeader> Agreement::leftHeaderIfArrived() {
 }
 
 uint64_t Agreement::postHeader(const GroupHeader& header, Link& link) {
-  const GroupHeader h = onTheWire(header);
+  const GroupHeader& h = onTheWire(header, lie_);
   h.encode(sentHeader_);
   link.postSend(sentHeader_, GroupHeader::kFixedBytes, FrameType::kOpHeader);
   if (h.numOps > 1) link.postSend(sentHeader_ + GroupHeader::kFixedBytes, h.restBytes(), FrameType::kOpHeader);
@@ -109,7 +105,7 @@ void Agreement::open(const GroupHeader& mine, bool partners, const GroupHeader* 
   // On the ring this rank's header goes first on the right link, its data right behind
   // it: nothing waits for a header to go around the ring.
   rightSent_ = 0;
-  const GroupHeader wire = onTheWire(mine);
+  const GroupHeader& wire = onTheWire(mine, lie_);
   if (partners)
     wire.encode(sentHeader_);  // what the partners' headers are sent from
   else

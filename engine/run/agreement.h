@@ -131,7 +131,7 @@ class Agreement {
   // answer is still worth waiting for).
   void watch(uint64_t seq);
   // Every link there is: the ring's two, then the partners'.
-  std::vector<Link*> links() const;
+  const std::vector<Link*>& links() const { return all_; }
 
  private:
   // The receive of one peer's header: a fixed frame, then the counts of a fused pass.
@@ -185,6 +185,8 @@ class Agreement {
   Link& left_;
   Link& right_;
   std::vector<Partner> partners_;
+  std::vector<Link*> all_;
+  GroupHeader lie_;  // where onTheWire writes a test lie  // right, left, then the partners' links (made once: asked in every loop)
   EventSet& events_;
   std::chrono::milliseconds abortGrace_;
   Inbox leftInbox_;

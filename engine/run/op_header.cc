@@ -58,9 +58,11 @@ GroupHeader GroupHeader::decode(const uint8_t* p, int fromRank) {
   return h;
 }
 
-GroupHeader onTheWire(const GroupHeader& h) {
-  GroupHeader w = h;
-  if (lying("fusion-oversize") && h.kind == Collective::kAllReduce) {
+const GroupHeader& onTheWire(const GroupHeader& h, GroupHeader& w) {
+  const bool oversize = lying("fusion-oversize") && h.kind == Collective::kAllReduce;
+  if (!oversize && !lying("header-count") && !lying("header-seq") && !lying("header-root")) return h;
+  w = h;
+  if (oversize) {
     w.numOps = static_cast<uint32_t>(std::min<size_t>(h.numOps + 4, GroupHeader::kMaxOps));
     for (uint32_t i = h.numOps; i < w.numOps; ++i) w.counts[i] = h.counts[0];
   }

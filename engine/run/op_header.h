@@ -1,4 +1,5 @@
-// The header that precedes every ring pass (DESIGN.md §6): the collectives the pass carries.
+// The header that precedes every pass (docs/design.md, "Wire formats"): the collectives the
+// pass carries.
 //
 //   frame 1 (40 bytes):  first seq u64 | ops u32 | kind u32 | dtype u32 | op u32 | root i32 |
 //                        flags u32 (bit 0: a fusion proposal; bits 8-15: the all-reduce's
@@ -62,8 +63,9 @@ struct GroupHeader {
 // The header as this rank puts it on the wire: `h` itself, but under a test lie
 // (base/test_lies.h) one that names 4 all-reduces more (fusion-oversize), a count of
 // 2^62 (header-count), an op number 1000 ahead (header-seq) or root 5 (header-root);
-// encode() writes dtype 99 under header-dtype.
-GroupHeader onTheWire(const GroupHeader& h);
+// encode() writes dtype 99 under header-dtype. A lie is written into `lie`, which is then
+// returned; without one, `h` is (no copy: a header is 2 KiB, and this is every pass's).
+const GroupHeader& onTheWire(const GroupHeader& h, GroupHeader& lie);
 
 // "op #57 allreduce(count=1024, dtype=float, op=sum)"
 std::string describeOp(const OpDesc& op);
