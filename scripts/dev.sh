@@ -15,7 +15,7 @@
 #           10,000-collective soak
 #   tsan    ThreadSanitizer build: unit, integration, faults in quick mode (the collectives'
 #           largest count 20011), without the "heavy" run (collectives n=5: minutes here),
-#           the 128-rank job, the 36-run SIGSTOP repeat and the 'variant' runs
+#           the 128-rank job, the SIGSTOP repeats and the 'variant' runs
 #   fuzz    libFuzzer targets built with clang (the handshake, the link's frames, the pass
 #           agreement), each run for $FUZZ_SECONDS (default 60), side by side
 # With no parts, all four run. The last line is "N passed, N failed" over every part.
@@ -104,6 +104,7 @@ case "$what" in
     exec "$prefix/cli/ringreduce" bench "$@"
     ;;
   test)
+    suite_start=$(date +%s)
     parts=("$@")
     [ ${#parts[@]} -gt 0 ] || parts=(plain asan tsan fuzz)
     for part in "${parts[@]}"; do
@@ -145,11 +146,11 @@ case "$what" in
                cli/ringreduce examples/trainer test/mismatch_check test/semantics_check test/fault_check; then
             export UCX_MEM_EVENTS=no
             suite "$prefix-tsan-ucx" "TSan with UCX (a sample of the ucx suite)" --timeout-multiplier 3 \
-              "mismatch over ucx (tcp) n=4" "mismatch with a rank still in the previous collective over ucx (shared memory) n=4" \
+              "mismatch over ucx (tcp) n=4" "mismatch with a rank one op behind over ucx (shared memory) n=4" \
               "semantics waiters over ucx (tcp) n=3" "semantics destroy-idle over ucx (shared memory) n=2" \
               "trainer n=4 equals n=1 over ucx (shared memory)" \
-              "faults over ucx (tcp)_ kill, stop, count, exit, abort, late rank 0, stop in small fused (n=4)" \
-              "faults over ucx (shared-memory queues, no cma) n=4_ SIGSTOP, buckets unmapped after the error, the rank resumed before destroy"
+              "faults over ucx (tcp) end named and survivors recover (n=4)" \
+              "faults over ucx (sm queues, no cma) SIGSTOP then resume, buckets untouched (n=4)"
             unset UCX_MEM_EVENTS
           fi
           unset RR_TEST_QUICK RR_TEST_TIME_SCALE TSAN_OPTIONS
@@ -191,6 +192,7 @@ case "$what" in
     # Skipped tests (the GPU suite where there is no GPU) are named above; the last line is
     # the form CI reads.
     [ $skipped -gt 0 ] && echo "$skipped skipped (exit 77: see the lines marked SKIP above)"
+    echo "== every part, builds included: $(( ($(date +%s) - suite_start) / 60 )) min $(( ($(date +%s) - suite_start) % 60 )) s"
     echo "$passed passed, $failed failed"
     [ $failed -eq 0 ]
     ;;
