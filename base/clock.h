@@ -1,5 +1,5 @@
 // The one clock of the library (monotonic) and the deadlines every wait takes: nothing
-// that may block waits without one (docs/design.md, "Errors, timeouts, abort").
+// that may block waits without one (docs/design.md, "The error model").
 #pragma once
 
 #include <algorithm>

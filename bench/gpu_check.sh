@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Every GPU check of ringreduce in one script, for a machine with an NVIDIA GPU that can
-# install nothing (see ../shared/TOOLCHAIN.md, "The GPU machine").
+# install nothing (docs/gpu.md, "Checking on a real GPU").
 #
 #   bash bench/gpu_check.sh --bundle [BUILD_DIR]   here: put the built binaries, the shared
 #       libraries they load that are not glibc or CUDA's, and the headers a build there

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# What RR_TRANSPORT=auto costs at init across hosts (bench/RESULTS.md, "auto across hosts
-# starts no UCX"): 4 ranks, one per emulated host (network namespaces, unshaped veth links;
+# What RR_TRANSPORT=auto costs at init across hosts (docs/performance.md, "Init under
+# auto"): 4 ranks, one per emulated host (network namespaces, unshaped veth links;
 # scripts/netns_hosts.sh), run test/scale_check under RR_TRANSPORT=tcp and then auto, for
 # each SCALE_CHECK given (a build before a change and one after), ROUNDS times, alternating;
 # prints the slowest rank's init (and scale_check's all-reduce times, which over unshaped

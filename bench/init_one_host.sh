@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# What RR_TRANSPORT=auto costs at init where every rank shares this host (bench/RESULTS.md,
-# "UCX's shared-memory receive buffers"): `ringreduce run -n N -- scale_check` for each N of
+# What RR_TRANSPORT=auto costs at init where every rank shares this host (docs/performance.md,
+# "Init under auto"): `ringreduce run -n N -- scale_check` for each N of
 # RANKS (default "4 16 64") under RR_TRANSPORT=tcp and then auto, for each BUILD given (a
 # build folder before a change and one after, each with cli/ringreduce and
 # test/scale_check), ROUNDS times, alternating; prints the slowest rank's init.

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The loopback benchmark of bench/RESULTS.md: the single-stream TCP rate that iperf3
+# The loopback benchmark (docs/performance.md, "Bandwidth on loopback"): the single-stream TCP rate that iperf3
 # measures on 127.0.0.1 (the bound), then `ringreduce bench` for n = 2 and 4 from 4 KiB to
 # 256 MiB, then iperf3 again, all in one run so that the ratio compares like with like.
 # Usage: bench/loopback.sh [BUILD_DIR]     (needs iperf3)

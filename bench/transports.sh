@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Transports side by side on this host, one run (bench/RESULTS.md, "Transports"): for
+# Transports side by side on this host, one run (docs/performance.md, "Transports on one host"): for
 # n = 2 and 4, all-reduce fp32 sum from 4 KiB to 256 MiB (x4), time per all-reduce and
 # busbw (4-256 KiB: 200 timed iterations after 20 warm-ups; 10 were too few to hold a small
 # collective's time still here; 1-4 MiB: 100 after 10, since with 2 the first size of the
@@ -40,8 +40,7 @@ ours() {  # ours NAME N RINGREDUCE ENV...: "bytes time busbw" lines
 }
 # Open MPI allocates a temporary buffer the size of the message in each all-reduce; from 32
 # MiB glibc maps it afresh every call (its mmap threshold stops growing there), and page
-# faults are dear on this guest: 64 MiB at n = 2 took 204-218 ms (0.31 GB/s), 23 ms with the
-# heap kept (bench/RESULTS.md, "UCX's tcp: one fragment per segment"). So its ranks keep
+# faults are dear on this guest (64 MiB at n = 2 took ten times as long). So its ranks keep
 # their heap, as a long-running trainer's allocator would.
 mpi() {  # mpi NAME N BTL
   : >"$dir/$1.n=$2"

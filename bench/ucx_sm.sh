@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # UCX over shared memory, the ways a large frame can travel, next to Open MPI's vader, one
-# run, n = 2 and 4 on this host, the four alternating (bench/RESULTS.md, "Single copy over
-# shared memory"): all-reduce, fp32 sum, time per all-reduce in us, each cell the median of
+# run, n = 2 and 4 on this host, the four alternating (docs/performance.md, "UCX's
+# settings"): all-reduce, fp32 sum, time per all-reduce in us, each cell the median of
 # ROUNDS rounds.
 #   pull     RR_TRANSPORT=ucx UCX_TLS=sm: frames of 256 KiB and more read by the receiver
 #   eager    UCX_TLS=posix,sysv,self: no cma, so no pull (every frame through UCX's queues)

@@ -2,9 +2,9 @@
 // the engine's device path and stream ordering on machines without a GPU
 // (RR_TEST_FAKE_DEVICE=1). One per process, like a CUDA context on one device.
 //
-// A stand-in is worth only the rules of the real thing it keeps (STYLE.md §11). These are
-// CUDA's rules, each enforced here and each tested in test/test_fake_gpu.cc to fail where
-// CUDA fails:
+// A stand-in is worth only the rules of the real thing it keeps (docs/gpu.md, "The stand-in
+// GPU"). These are CUDA's rules, each enforced here and each tested in test/test_fake_gpu.cc
+// to fail where CUDA fails:
 //
 //   1. Work on one stream runs in the order it was queued, one item at a time; streams run
 //      concurrently with each other (a thread per stream).

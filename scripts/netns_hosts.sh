@@ -9,7 +9,7 @@
 #   whatever this machine's own default is. This machine's kernel defaults to bbr, whose
 #   ProbeRTT phase drops a flow's window to 4 packets for 200 ms whenever 10 s pass without
 #   a lower RTT sample, which never comes behind tbf's standing queue: runs longer than
-#   ~8 s lost 3-12% to it (bench/RESULTS.md, "Emulated hosts"). A namespace may only pick a
+#   ~8 s lost a few percent to it (docs/performance.md, "Emulated hosts"). A namespace may only pick a
 #   congestion control that the host allows, so the host's allowed list gains it (its own
 #   default is left as it is; hosts_down puts the list back).
 # - RPS on every veth end (rps_cpus: all cores): a NIC keeps a flow's packets in order
@@ -17,8 +17,8 @@
 #   a sender that moves between cores gets its flow reordered (spurious fast retransmits).
 #   RR_NETNS_RPS=off leaves it off (each packet handled on the core that sent it), to see
 #   what the steering decides: with RPS a flow's packets land on a core by the hash of its
-#   addresses and ports, so a small exchange's time depends on the draw (bench/RESULTS.md,
-#   "Peers with 2,000 iterations, and where the emulated 1 KiB cell comes from").
+#   addresses and ports, so a small exchange's time depends on the draw (docs/performance.md,
+#   "Small buckets next to Open MPI and Gloo").
 #
 #   hosts_up TAG N SUBNET [RATE]   makes TAG-0 .. TAG-(N-1) and TAG-hub; returns 77 (skip)
 #                                  when namespaces cannot be made

@@ -6,9 +6,8 @@
 # A port from that range (what a bind to port 0 returns) is free only at that moment: the
 # kernel hands ports from the same range to every connect() and every bind to port 0, so a
 # test that binds its port seconds later can find it taken as the local end of some
-# connection. fault_test.sh binds its second address only after the fault, and a CI run on
-# 7568837 failed there: "bind to 127.0.0.1:43025: Address already in use", after a job over
-# UCX's tcp, which opens many connections. Outside the range only an explicit bind takes a
+# connection (fault_test.sh binds its second address only after the fault, and failed so
+# after a job over UCX's tcp, which opens many connections). Outside the range only an explicit bind takes a
 # port. Where the range leaves no room (it starts below 10000 and reaches 65535), ports
 # come from a bind to port 0 as before.
 #

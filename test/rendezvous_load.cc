@@ -5,7 +5,7 @@
 // get its right neighbour's endpoint (and nothing else), every hostile one be turned away,
 // and rank 0's thread count must not grow with N (it runs on one thread). Prints the time
 // to form, rank 0's peak thread count and memory growth, and the bytes it sent; the time is
-// reported, not judged (RESULTS.md records it).
+// reported, not judged (docs/performance.md, "Thousands of ranks", records it).
 // Usage: rendezvous_load [N]
 #include <sys/resource.h>
 #include <sys/socket.h>

@@ -1,7 +1,7 @@
 // One rank of a real job at scale (started by `ringreduce run -n N`, N = 64, 128): init,
 // 100 all-reduces of 4 KiB, 10 of 1 MiB, every result checked exactly, destroy. Rank 0
 // prints the slowest rank's time to init and the time per collective (reported, not
-// judged: RESULTS.md records them).
+// judged: docs/performance.md, "Thousands of ranks", records them).
 #include <chrono>
 #include <cstdio>
 #include <string>

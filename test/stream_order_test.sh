@@ -43,7 +43,7 @@ if [ "$what" = old-design ]; then
   # Named by the rank whose device work is held ("device work on fake GPU"), or, when its
   # neighbour's timeout comes first and `ringreduce run` stops the job on that rank's exit,
   # by the neighbour from the held rank's stall report ("rank 1 is waiting for device work
-  # on its GPU 0 that has not finished"; a CI run on 74c926c ended so).
+  # on its GPU 0 that has not finished").
   must_fail "order, holding the stream with a blocking host function" \
     'timed out: .*(device work on fake GPU|is waiting for device work on its GPU [0-9]+ that has not finished)' order RR_TEST_HOLD_STREAM=host-function RR_TIMEOUT_MS=$(( 2000 * scale ))
   # The known limit of queueing a collective's device work whole at the call: where it

@@ -1,4 +1,4 @@
-// Schedule against the closed form of DESIGN.md §4, and a simulation that runs every
+// Schedule against the closed form (docs/design.md, "Algorithms"), and a simulation that runs every
 // rank's schedule in memory and checks the final buffers, for n = 1..16 and the counts
 // 0, 1, n-1, n, n+1, primes, and more than one round of segments; recursive doubling's
 // units (rd_schedule.h) and halving-doubling's (hd_schedule.h) the same way for n = 2..16,

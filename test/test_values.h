@@ -10,8 +10,8 @@
 // stripe size (powers of two) maps it onto itself, so a block written at a wrong offset
 // differs somewhere. The inputs and the expected result are computed for one period and
 // copied over the rest (the scalar reference over whole buckets of up to 4 MiB was most of
-// the soak's time). Until 2026-12-03 the formula had i * 7 modulo 7: every element of a
-// rank's input was the same value, so a misplaced element could not be seen.
+// the soak's time). The period must not divide into one value: with every element of a
+// rank's input the same, a misplaced element could not be seen.
 #pragma once
 
 #include <algorithm>

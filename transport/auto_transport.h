@@ -13,9 +13,8 @@
 //              goes and TCP stays
 //   connectRing  the chosen transport's
 //
-// Across hosts TCP stays the choice: UCX's tcp was 0.51-0.97 of the TCP backend's busbw
-// from 1 MiB at n = 4 here (bench/RESULTS.md, the last two transports runs), and RDMA is
-// untested (README, "The UCX transport").
+// Across hosts TCP stays the choice: UCX's tcp moved less than the TCP backend here, and
+// RDMA is untested (docs/transports.md, "Why auto keeps TCP across hosts").
 #pragma once
 
 #include <memory>

@@ -1,4 +1,4 @@
-// The connection handshake (DESIGN.md §6). Every connection, bootstrap or data, starts with
+// The connection handshake (docs/design.md, "Wire formats"). Every connection, bootstrap or data, starts with
 //
 //   server -> client  challenge  magic, version, server nonce (16 bytes)
 //   client -> server  hello      magic, version, role, job id, rank, size, index,

@@ -1,4 +1,4 @@
-// Link: one connected peer, seen as two ordered streams of messages (DESIGN.md §5).
+// Link: one connected peer, seen as two ordered streams of messages (docs/transports.md).
 //
 // Every call returns at once; completion is polled through monotone counters
 // (sendsDone/recvsDone count messages finished, in posting order). A Link knows nothing

@@ -1,5 +1,5 @@
 // Transport: how a rank's two ring links are made, once the rendezvous has told it where
-// its right neighbour listens (DESIGN.md §5), and its links to the partners of recursive
+// its right neighbour listens (docs/design.md, "Forming a job"), and its links to the partners of recursive
 // doubling (engine/plan/rd_schedule.h: log2 n of them, at n > 2).
 //
 //   engine (bootstrap.cc)                          transport

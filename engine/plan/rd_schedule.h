@@ -25,7 +25,7 @@
 // on the pair's link (ScheduleParams::pairLink, a host bucket up to
 // kPairLinkMaxBytes, algorithm.h) both ranks' data go over one connection, so each carries the
 // ACK of the other's and a 1 KiB all-reduce costs one packet each way, not one and a half
-// (bench/RESULTS.md, "The pair's own link at n = 2"); larger buckets, and device buckets
+// (docs/performance.md, "The pair's own link at n = 2"); larger buckets, and device buckets
 // (whose passes run on the ring's links only), use the ring's links (send right, receive
 // from the left; Unit::peer = -1).
 //

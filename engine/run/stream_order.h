@@ -1,4 +1,4 @@
-// StreamOrder: a collective ordered on the caller's CUDA stream (DESIGN.md §4), one per
+// StreamOrder: a collective ordered on the caller's CUDA stream (docs/gpu.md), one per
 // communicator, made when the communicator opens its GPU.
 //
 //   caller's stream:  ... user work | record E | wait counter >= n | user work after the call

@@ -1,4 +1,4 @@
-// Bootstrap: from a Config to connected ring links (DESIGN.md §5).
+// Bootstrap: from a Config to connected ring links (docs/design.md, "Forming a job").
 //
 //   1. rank 0 listens at RR_ADDR (rendezvous.h: event-driven, one thread); every other rank
 //      connects there (retrying until the deadline), passes the HMAC handshake, and

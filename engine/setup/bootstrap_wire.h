@@ -1,4 +1,5 @@
-// The messages of the bootstrap connections after the handshake (DESIGN.md §5), all
+// The messages of the bootstrap connections after the handshake (docs/design.md, "Wire
+// formats"), all
 // little-endian, field by field:
 //
 //   rank r -> rank 0   arrival    endpoint: port u16 | length u8 (1..64) | numeric IP,

@@ -1,4 +1,5 @@
-// Rendezvous: rank 0's side of the bootstrap (DESIGN.md §5), event-driven on Asio.
+// Rendezvous: rank 0's side of the bootstrap (docs/design.md, "Forming a job"), event-driven
+// on Asio.
 //
 //   rank r --connect--> rank 0: challenge, hello + HMAC, reply, arrival (bootstrap_wire.h)
 //

@@ -154,8 +154,8 @@ class MemOps {
 // may synchronise the device: it waits for the work already queued on every stream of the
 // process. When the progress thread launched the kernels as segments landed, a caller's
 // stream held on the release counter did not get past its wait until those kernels had run,
-// so the first launch of each deadlocked on an H200 (bench/RESULTS.md, "GPU kernels and
-// device buffers"). A collective's work is now queued at the call, where such a load only
+// so the first launch of each deadlocked on an H200 (docs/gpu.md, the stand-in's rule 8). A
+// collective's work is now queued at the call, where such a load only
 // waits for work that completes without it; loading at open still keeps the load's stall out
 // of the first collectives. cudaFuncGetAttributes loads a kernel; where the driver has
 // cuFuncIsLoaded and cuFuncLoad (12.4), each kernel is checked and loaded explicitly if it

@@ -1,5 +1,5 @@
 // The device reduction kernels: reduce-and-copy-out for the reduce-scatter half of the ring
-// (DESIGN.md §4) and a copy for the all-gather half. Arithmetic is device_math.cuh.
+// (docs/gpu.md) and a copy for the all-gather half. Arithmetic is device_math.cuh.
 #include <cuda_runtime.h>
 
 #include <algorithm>

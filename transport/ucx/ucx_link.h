@@ -1,4 +1,4 @@
-// UcxLink: a Link over one UCP endpoint, with tagged messages (DESIGN.md §5).
+// UcxLink: a Link over one UCP endpoint, with tagged messages (docs/transports.md, "UCX").
 //
 //   tag (64 bits)   [ key 32 | abort 1 | type 3 | message number 28 ]
 //
@@ -193,7 +193,7 @@ class UcxLink final : public Link {
   static constexpr size_t kMaxAbortText = 4096;
   // Data frames from this size are pulled (one copy, a system call and an answer) rather
   // than sent eagerly (two copies through UCX's queues): from 64 KiB the pull wins at n = 2
-  // and 4 (bench/RESULTS.md, "Pulls from 64 KiB"), the smallest segment the engine cuts
+  // and 4 (docs/performance.md, "UCX's settings"), the smallest segment the engine cuts
   // where a block is larger.
   static constexpr size_t kPullMinBytes = size_t{64} << 10;
 

@@ -40,7 +40,7 @@ using PeerInfo = UcxTransport::PeerInfo;
 // connection; the peer reads those bytes from the pid it was given and compares. Only the
 // process that announced them holds them: a rank that names another process (the peer's
 // own, a third one) fails init, and nothing is ever pulled from it (docs/design.md,
-// "Trust model").
+// "The trust model").
 constexpr uint32_t kProofMagic = 0x52525046;  // "RRPF"
 constexpr size_t kProofBytes = 40;
 using PullProof = std::array<uint8_t, kProofBytes>;

@@ -302,23 +302,18 @@ void UcxWorker::initContext(const Uses& uses) {
   if (sharedMemoryOnly_) ucp_config_modify(config, "TLS", "sm");
   if (uses.eagerOnly) ucp_config_modify(config, "RNDV_THRESH", "inf");
   // UCX 1.13's tcp completes a zero-copy send twice when its peer dies while the bytes are
-  // on their way, and its assertion aborts this process (uct_iface.h:884 "comp->count > 0",
-  // status Endpoint timeout): the kill test over UCX's tcp (RR_ALGO=rd) lost a survivor so
-  // in 2 of 25 runs beside other tests, and in most runs beside a second kill test; with
-  // copies only, in none of 32. Copies cost UCX's tcp 10-17% of its busbw from 4 MiB here
-  // (bench/RESULTS.md, "UCX's tcp without zero copy"). Only where tcp is the one network
-  // transport (tcpOnly) and UCX_ZCOPY_THRESH is not set: rc and the other RDMA transports
-  // keep their zero copy.
+  // on their way, and its assertion ("comp->count > 0") aborts this process: copies only,
+  // where tcp is the one network transport and UCX_ZCOPY_THRESH is not set (RDMA keeps its
+  // zero copy; docs/transports.md, "What UCX does that shapes this transport").
   if (uses.tcpOnly && std::getenv("UCX_ZCOPY_THRESH") == nullptr) ucp_config_modify(config, "ZCOPY_THRESH", "inf");
-  // UCX's keepalive (1.13) failed healthy tcp endpoints here with "Endpoint timeout" in
-  // runs of 20 s; a peer that dies closes its sockets (seen at once), and one that hangs is
-  // RR_TIMEOUT_MS's, named. UCX_KEEPALIVE_INTERVAL turns it back on.
+  // UCX's keepalive (1.13) failed healthy tcp endpoints ("Endpoint timeout"); a peer that
+  // dies closes its sockets, and one that hangs is RR_TIMEOUT_MS's, named.
+  // UCX_KEEPALIVE_INTERVAL turns it back on.
   if (std::getenv("UCX_KEEPALIVE_INTERVAL") == nullptr) ucp_config_modify(config, "KEEPALIVE_INTERVAL", "inf");
   // UCX's tcp moves a message in bcopy fragments of UCX_TCP_TX_SEG_SIZE (8 KiB) into
-  // receive buffers of UCX_TCP_RX_SEG_SIZE (64 KiB): a 1 MiB segment took 128 sends. With
-  // 256 KiB and 1 MiB, n = 2 on loopback (medians of 5 alternating runs): 4 MiB 1.52 -> 2.51
-  // GB/s busbw, 16 MiB 1.35 -> 2.01, 1 MiB the same within the noise (bench/RESULTS.md,
-  // "Transports"). The buffers are per worker, grown 8 at a time: about 10 MiB per rank.
+  // receive buffers of UCX_TCP_RX_SEG_SIZE (64 KiB): a 1 MiB segment took 128 sends; larger
+  // fragments move more (docs/performance.md, "UCX's settings"). The buffers are per worker,
+  // grown 8 at a time: about 10 MiB per rank.
   // UCP passes a name it does not know to every transport that has it (only tcp's iface
   // has these two), and warns when none has it: set only where UCX uses tcp. Both or
   // neither: a user's 2M for one beside our 1M for the other would break UCX's own rule
@@ -332,10 +327,8 @@ void UcxWorker::initContext(const Uses& uses) {
   // UCX's tcp sockets keep the kernel's autotuned buffers unless told (UCX_TCP_SNDBUF and
   // UCX_TCP_RCVBUF "auto"). 4 MiB each where the kernel allows that much (net.core.wmem_max
   // / rmem_max; on a kernel that allows less, a fixed buffer would be smaller than
-  // autotuning's, so it is left): n = 2 on loopback with 224 KiB segments (fragmentFrames),
-  // busbw at 1 / 4 / 16 / 64 MiB 0.64 / 0.73 / 0.84 / 0.90 of the backend without, 0.75 /
-  // 0.90 / 0.99 / 0.94 with (four rounds; with 1 MiB segments they changed nothing beyond
-  // the noise; bench/RESULTS.md, "UCX's tcp: one fragment per segment").
+  // autotuning's, so it is left); with one-fragment segments they move more
+  // (docs/performance.md, "UCX's settings").
   constexpr size_t kTcpBuffer = size_t{4} << 20;
   if (uses.tcp && std::getenv("UCX_TCP_SNDBUF") == nullptr && coreSysctl("wmem_max") >= kTcpBuffer)
     ucp_config_modify(config, "SNDBUF", "4M");
@@ -344,23 +337,18 @@ void UcxWorker::initContext(const Uses& uses) {
   // UCX's shared memory (posix, sysv) takes eager messages in through a FIFO of
   // UCX_MM_FIFO_SIZE elements (64), each with its own 8 KiB receive buffer, used in turn: a
   // process's first pass round it faults in every buffer's pages on both sides, and page
-  // faults are dear on this guest (15-25 us each). The first ~45 4 KiB all-reduces at n = 2
-  // took ~50 us where the rest take 2.8, which a sweep with 20 warm-ups carried into its 4
-  // and 16 KiB cells (6.9 / 7.7 us; 362 / 133 at n = 4). With 16 elements: 3.5 / 4.3 and 112
-  // / 99, sizes from 64 KiB the same within the noise (three rounds, bench/RESULTS.md,
-  // "UCX's shared-memory FIFO"). Frames from 64 KiB are pulled (ucx_link.h), so the FIFO only
+  // faults are dear: a process's first small all-reduces were many times slower than the
+  // rest, and fewer elements fault in fewer pages (docs/performance.md, "UCX's settings").
+  // Frames from 64 KiB are pulled (ucx_link.h), so the FIFO only
   // ever holds small ones. A user's UCX_MM_FIFO_SIZE (or any UCX_*_FIFO_SIZE) wins.
   sharedFifo_ = uses.sharedMemory && !ucxVariableEndingIn("_FIFO_SIZE") ? kSharedFifo : 0;
   if (sharedFifo_ != 0) ucp_config_modify(config, "MM_FIFO_SIZE", std::to_string(sharedFifo_).c_str());
   // Those receive buffers come from a pool that UCX grows UCX_MM_RX_BUFS_GROW (512) at a
   // time, in a shared segment of its own: posix's and sysv's transports each took 4.3 MB
   // at the worker's start, posix's in /dev/shm (a container's 64 MiB held 14 ranks), and a
-  // page fault per buffer. With 32 at a time (268 KB) and the first context making no worker
-  // (the constructor), init of 4 / 16 / 64 ranks under auto took 0.16 / 0.33-0.37 /
-  // 1.44-1.58 s against 0.22-0.24 / 0.55-0.64 / 2.59-2.82 (TCP 0.12-0.16 / 0.21-0.32 /
-  // 1.10-1.30), 64 ranks ran in a 64 MiB /dev/shm, all-reduce times level; the pool still
-  // grows where a rank holds more (bench/RESULTS.md, "UCX's shared-memory receive
-  // buffers"). A user's UCX_*_RX_BUFS_GROW wins.
+  // page fault per buffer. 32 at a time (268 KB) makes init faster and lets 64 ranks run in
+  // a 64 MiB /dev/shm; the pool still grows where a rank holds more (docs/performance.md,
+  // "Init under auto"). A user's UCX_*_RX_BUFS_GROW wins.
   sharedRxGrow_ = uses.sharedMemory && !ucxVariableEndingIn("_RX_BUFS_GROW") ? kSharedRxGrow : 0;
   if (sharedRxGrow_ != 0) ucp_config_modify(config, "MM_RX_BUFS_GROW", std::to_string(sharedRxGrow_).c_str());
   const ucs_status_t st = ucp_init(&params, config, &context_);
@@ -498,12 +486,9 @@ bool UcxWorker::readyToSleep() {
   }
   const ucs_status_t st = ucp_worker_arm(worker_);
   // Events came in meanwhile (arming drained their signals): look again first, but yield
-  // the core before. Without the yield a rank whose peer shares its core went round
-  // progress-arm-busy until the kernel's time slice ended (runs of 4 ms seen with `perf
-  // sched`), and that peer was the one it waited for: four ranks on two cores over UCX's
-  // shared memory, 4 KiB: 192 us per all-reduce in a 20-warm-up sweep, 79 with the yield
-  // (vader 73; both builds with UCX_MM_FIFO_SIZE=16); two ranks on cores of their own the
-  // same (bench/RESULTS.md, "A yield where UCX's arm says busy").
+  // the core before: without the yield a rank whose peer shares its core went round
+  // progress-arm-busy until the kernel's time slice ended, and that peer was the one it
+  // waited for (docs/performance.md, "UCX's settings").
   if (st == UCS_ERR_BUSY) {
     std::this_thread::yield();
     return false;
