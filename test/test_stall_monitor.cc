@@ -127,6 +127,21 @@ TEST_CASE("the chain follows the partners ranks wait for, not their ring neighbo
   CHECK_THAT(job.rank0Explains(2), StartsWith("rank 1 has not reported for "));
 }
 
+TEST_CASE("a silent rank off a chain that explains nothing is named") {
+  // Between passes of recursive doubling a rank waits for its left neighbour or any
+  // partner, and its report names one of them: rank 0 waits for 3, 3 for partner 1, 1 for
+  // 0, a cycle without rank 2, which stopped long enough ago to be silent.
+  Job job;
+  job.report(2, rr::WaitingOn::kNothing);
+  job.monitors[0]->poll(kSeq, {});
+  for (int i = 0; i < 7; ++i) {
+    std::this_thread::sleep_for(260ms);
+    job.report(3, rr::WaitingOn::kLeft, kSeq, 1);
+    job.report(1, rr::WaitingOn::kLeft);
+  }
+  CHECK_THAT(job.rank0Explains(), StartsWith("rank 2 has not reported for "));
+}
+
 TEST_CASE("a rank behind, stalled in an earlier op, is followed into that op") {
   // Rank 0 is in op #5 and waits for rank 3, which has not submitted #5: it is stalled in
   // #4, waiting for partner 1, which stopped. Rank 3 is not the one to name.

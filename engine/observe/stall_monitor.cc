@@ -159,8 +159,17 @@ std::string StallMonitor::cause(int from, uint64_t seq) {
   // Where the chain of waits ends at a report that does not explain it (or comes back round),
   // the rank on it most overdue with its beat is the one: a rank stopped a moment before the
   // timeout is not yet silent, and its last report, sent while it still moved, says nothing.
+  // Failing that, the job's most silent rank: a rank between passes of recursive doubling
+  // waits for its left neighbour or any partner, and its report names only one of them, so
+  // the chain can miss the rank that stopped.
   int overdue = -1;
-  const auto unexplained = [&]() -> std::string { return overdue >= 0 ? notReported(overdue) : ""; };
+  const auto unexplained = [&]() -> std::string {
+    if (overdue >= 0) return notReported(overdue);
+    int quietest = -1;
+    for (int r = 1; r < size_; ++r)
+      if (quietFor(r) > silent_ && (quietest < 0 || quietFor(r) > quietFor(quietest))) quietest = r;
+    return quietest >= 0 ? notReported(quietest) : "";
+  };
   int cur = from;
   // Each rank at most twice: the chain may move to an earlier op once per rank.
   for (int steps = 0; steps < 2 * size_; ++steps) {

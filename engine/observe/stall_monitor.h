@@ -21,12 +21,15 @@
 // recursive doubling or halving-doubling, whose fold pairs ranks that are no neighbours),
 // until it finds a rank that has not submitted the op, has stopped reporting (frozen,
 // stopped), or waits for device work on its GPU. A rank that has not submitted the op but
-// is stalled in an earlier one is followed there (it waits for someone in that op). So the error names the rank that holds the job up, not the innocent
-// neighbour that only waits too. Where the chain ends at a report that explains nothing (or
-// comes back round), a rank on it that has missed two beats is named as not reporting: with
-// a timeout near the silence bound, a rank stopped just before it is not yet silent, and its
-// last report says it was moving. No answer (rank 0 itself frozen): the error says rank 0
-// did not answer, and names the rank this one waits for.
+// is stalled in an earlier one is followed there (it waits for someone in that op). So the
+// error names the rank that holds the job up, not the innocent neighbour that only waits
+// too. Where the chain ends at a report that explains nothing (or comes back round), a rank
+// on it that has missed two beats is named as not reporting: with a timeout near the silence
+// bound, a rank stopped just before it is not yet silent, and its last report says it was
+// moving. Failing that, the job's most silent rank is named: a rank between passes waits for
+// its left neighbour or any partner, and its report names only one. No answer (rank 0
+// itself frozen): the error says rank 0 did not answer, and names the rank this one waits
+// for.
 #pragma once
 
 #include <chrono>
