@@ -4,6 +4,7 @@
 #include <pthread.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstddef>
 #include <cstring>
 #include <mutex>
@@ -22,14 +23,23 @@
 // communicator whose threads, locks, sockets and UCX state belong to the parent, so every
 // call from another process is refused, and a destroy there touches none of it
 // (docs/reliability.md, "fork").
+namespace {
+// This process's id. getpid() is a system call, and every call of the API compares it with a
+// handle's creator: the fork handler (below) sets it in the child instead.
+std::atomic<pid_t>& thisProcess() {
+  static std::atomic<pid_t> pid{::getpid()};
+  return pid;
+}
+}  // namespace
+
 struct rr_comm {
   std::unique_ptr<rr::Communicator> impl;
-  pid_t creator = ::getpid();
+  pid_t creator = thisProcess().load(std::memory_order_relaxed);
 };
 
 struct rr_request {
   std::shared_ptr<rr::Request> impl;
-  pid_t creator = ::getpid();
+  pid_t creator = thisProcess().load(std::memory_order_relaxed);
 };
 
 namespace {
@@ -99,6 +109,7 @@ void orphan(void* handle) {
         comms().unlockAfterFork();
       },
       [] {
+        thisProcess().store(::getpid());
         requests().unlockAfterFork();
         comms().unlockAfterFork();
       });
@@ -107,11 +118,11 @@ void orphan(void* handle) {
 
 template <class Handle>
 void checkProcess(Handle h, const char* call, const char* what) {
-  if (h->creator != ::getpid())
+  if (h->creator != thisProcess().load(std::memory_order_relaxed))
     rr::fail(RR_ERR_INVALID_ARGUMENT,
              "{}: {} created by process {} used in a forked child (process {}): a child cannot use its "
              "parent's communicators or requests; create a communicator of its own",
-             call, what, h->creator, ::getpid());
+             call, what, h->creator, thisProcess().load());
 }
 
 template <class F>
@@ -156,11 +167,11 @@ std::shared_ptr<rr::Request> requestOf(rr_request_t req, const char* call) {
   if (!r)
     rr::fail(RR_ERR_INVALID_ARGUMENT, "{}: req {} is not a live request (freed already?)", call,
              static_cast<const void*>(req));
-  if (creator != ::getpid())
+  if (creator != thisProcess().load(std::memory_order_relaxed))
     rr::fail(RR_ERR_INVALID_ARGUMENT,
              "{}: request created by process {} used in a forked child (process {}): a child cannot use its "
              "parent's communicators or requests",
-             call, creator, ::getpid());
+             call, creator, thisProcess().load());
   return r;
 }
 
@@ -271,7 +282,7 @@ rr_result_t rr_comm_destroy(rr_comm_t comm) {
       rr::fail(RR_ERR_INVALID_ARGUMENT,
                "rr_comm_destroy: comm {} is not a live communicator (destroyed already?)",
                static_cast<const void*>(comm));
-    if (comm->creator != ::getpid()) {
+    if (comm->creator != thisProcess().load(std::memory_order_relaxed)) {
       // A forked child's copy: its threads, locks, sockets and UCX state are the parent's.
       // The handle is let go of and nothing else is touched (or freed).
       orphan(comm);
@@ -435,7 +446,7 @@ rr_result_t rr_request_free(rr_request_t req) {
     if (!requests().remove(req))
       rr::fail(RR_ERR_INVALID_ARGUMENT, "rr_request_free: req {} is not a live request (freed already?)",
                static_cast<const void*>(req));
-    if (req->creator != ::getpid()) {  // a forked child's copy: as rr_comm_destroy
+    if (req->creator != thisProcess().load(std::memory_order_relaxed)) {  // a forked child's copy: as rr_comm_destroy
       orphan(req);
       return;
     }
