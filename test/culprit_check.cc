@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "ringreduce/ringreduce.h"
+#include "test/join.h"
 
 int main(int argc, char** argv) {
   if (argc < 2) {
@@ -25,14 +26,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   const int victim = std::atoi(argv[1]);
-  rr_comm_t comm = nullptr;
-  if (rr_comm_init_from_env(&comm) != RR_SUCCESS) {
-    std::fprintf(stderr, "init: %s\n", rr_last_error());
-    return 1;
-  }
-  int rank = 0, size = 0;
-  rr_comm_rank(comm, &rank);
-  rr_comm_size(comm, &size);
+  auto [comm, rank, size] = rr::test::joinFromEnv();
   std::vector<float> buf(3072);
   const float want = static_cast<float>(size * (size + 1) / 2);
   const auto start = std::chrono::steady_clock::now();

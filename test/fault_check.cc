@@ -40,6 +40,7 @@
 #include <vector>
 
 #include "ringreduce/ringreduce.h"
+#include "test/join.h"
 
 namespace {
 
@@ -158,14 +159,7 @@ int main(int argc, char** argv) {
     if (mapped == MAP_FAILED) return 1;
     std::fill(static_cast<float*>(mapped), static_cast<float*>(mapped) + count, 1.0f);
   }
-  rr_comm_t comm = nullptr;
-  if (rr_comm_init_from_env(&comm) != RR_SUCCESS) {
-    std::fprintf(stderr, "init: %s\n", rr_last_error());
-    return 1;
-  }
-  int rank = 0, size = 0;
-  rr_comm_rank(comm, &rank);
-  rr_comm_size(comm, &size);
+  auto [comm, rank, size] = rr::test::joinFromEnv();
   if (mapped != nullptr && rank == victim) {  // RR_RANK was not set: the victim needs none
     munmap(mapped, mappedBytes);
     mapped = nullptr;

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "ringreduce/ringreduce.h"
+#include "test/join.h"
 
 namespace {
 
@@ -72,13 +73,10 @@ void child(rr_comm_t inherited, rr_request_t inFlight, pid_t parent) {
 }  // namespace
 
 int main() {
-  rr_comm_t comm = nullptr;
-  if (rr_comm_init_from_env(&comm) != RR_SUCCESS) {
-    std::printf("init: %s\n", rr_last_error());
-    return 1;
-  }
-  rr_comm_rank(comm, &rank);
-  rr_comm_size(comm, &size);
+  const rr::test::Member me = rr::test::joinFromEnv();
+  rr_comm_t comm = me.comm;
+  rank = me.rank;
+  size = me.size;
   std::vector<float> v(4096, static_cast<float>(rank + 1));
   const float want = static_cast<float>(size * (size + 1) / 2);
   if (rr_allreduce(comm, v.data(), v.data(), v.size(), RR_FLOAT32, RR_SUM, nullptr) != RR_SUCCESS || v[0] != want)

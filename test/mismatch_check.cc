@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "ringreduce/ringreduce.h"
+#include "test/join.h"
 
 int main(int argc, char** argv) {
   const bool async = argc > 1 && std::strcmp(argv[1], "async") == 0;
@@ -24,14 +25,7 @@ int main(int argc, char** argv) {
   const char* slow = std::getenv("RR_TEST_SLOW_RANK");
   const char* me = std::getenv("RR_RANK");
   if (slow == nullptr || me == nullptr || std::strcmp(slow, me) != 0) unsetenv("RR_TEST_PAUSE_AFTER_SENDS_MS");
-  rr_comm_t comm = nullptr;
-  if (rr_comm_init_from_env(&comm) != RR_SUCCESS) {
-    std::fprintf(stderr, "init: %s\n", rr_last_error());
-    return 1;
-  }
-  int rank = 0, size = 0;
-  rr_comm_rank(comm, &rank);
-  rr_comm_size(comm, &size);
+  auto [comm, rank, size] = rr::test::joinFromEnv();
   const int odd = size > 2 ? 2 : 1;  // the rank whose call differs
   std::vector<float> buf(8192, 1.0f);
   if (rr_allreduce(comm, buf.data(), buf.data(), 4096, RR_FLOAT32, RR_SUM, nullptr) != RR_SUCCESS) {

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "ringreduce/ringreduce.h"
+#include "test/join.h"
 #include "test/test_values.h"
 
 namespace {
@@ -33,14 +34,7 @@ struct Op {
 
 int main(int argc, char** argv) {
   const long total = argc > 1 ? std::atol(argv[1]) : 10000;
-  rr_comm_t comm = nullptr;
-  if (rr_comm_init_from_env(&comm) != RR_SUCCESS) {
-    std::fprintf(stderr, "init: %s\n", rr_last_error());
-    return 1;
-  }
-  int rank = 0, n = 1;
-  rr_comm_rank(comm, &rank);
-  rr_comm_size(comm, &n);
+  auto [comm, rank, n] = rr::test::joinFromEnv();
   std::mt19937_64 rng(77);
   std::deque<Op> inFlight;
   long submitted = 0, checked = 0, wrong = 0;

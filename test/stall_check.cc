@@ -10,16 +10,13 @@
 #include <vector>
 
 #include "ringreduce/ringreduce.h"
+#include "test/join.h"
 
 int main(int argc, char** argv) {
   const int late = argc > 1 ? std::atoi(argv[1]) : 3;
-  rr_comm_t comm = nullptr;
-  if (rr_comm_init_from_env(&comm) != RR_SUCCESS) {
-    std::fprintf(stderr, "init: %s\n", rr_last_error());
-    return 1;
-  }
-  int rank = 0;
-  rr_comm_rank(comm, &rank);
+  const rr::test::Member me = rr::test::joinFromEnv();
+  rr_comm_t comm = me.comm;
+  const int rank = me.rank;
   std::vector<float> buf(1024, 1.0f);
   for (int i = 0; i < 3; ++i) {
     if (i == 2 && rank == late) usleep(3500 * 1000);
